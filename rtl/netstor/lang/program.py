@@ -1,0 +1,511 @@
+"""Program descriptions: what a data-plane program declares, and nothing about how it is built.
+
+A :class:`Program` is the netstor equivalent of a P4 program. It declares
+
+* its storage header (``header``), recognised by UDP destination port (a run-time register
+  whose reset value is ``udp_port``);
+* metadata fields of its own (``meta``);
+* an ordered list of **elements**, executed one after the other on every packet:
+
+  ============== =========================================================================
+  ``Table``       exact (hashed, multi-way), ternary (TCAM) or LPM match; on hit runs the
+                  entry's action with the entry's parameters, on miss the default action
+  ``RegisterOp``  one read-modify-write of one cell of a :class:`RegisterBank`
+  ``Hash``        CRC-32 of chosen fields into a field
+  ``Compute``     plain assignments (per-packet logic without state)
+  ============== =========================================================================
+
+  Every element has a ``when`` condition (an expression over the PHV); when it is false the
+  element does nothing. Actions and computes are lists of ``Set(field, expr)`` evaluated in
+  parallel (every right-hand side sees the PHV as it was before the element).
+
+* egress elements (tables and computes only), run once per copy of the packet with
+  ``meta.egress_port`` and ``meta.rid`` set for that copy.
+
+The gateware (``netstor.gateware``) elaborates these descriptions into pipeline stages; the
+golden model (``netstor.model``) executes them on Python integers. Both use the expression
+language of :mod:`netstor.lang.expr`, so the logic is written once.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from .expr import Expr, Const, Field, Param, Old, as_expr
+from .phv import Phv, PhvField, APP_BYTES
+
+__all__ = ["Program", "Action", "Set", "Table", "RegisterBank", "RegisterOp", "Hash",
+           "Compute", "Pipeline", "hash_crc32", "F"]
+
+
+def hash_crc32(value, width_bits, seed=0):
+    """The hash every netstor hash unit computes: CRC-32 (IEEE 802.3, as zlib) of the value's
+    big-endian bytes (``ceil(width_bits/8)`` of them) preceded by one ``seed`` byte."""
+    nbytes = (width_bits + 7) // 8
+    return zlib.crc32(bytes([seed & 0xFF]) + int(value).to_bytes(nbytes, "big"))
+
+
+class Set:
+    """``field <- expr`` (value truncated to the field's width)."""
+
+    def __init__(self, field, value):
+        if not isinstance(field, Field):
+            raise TypeError(f"Set() target must be a PHV field, got {field!r}")
+        self.field, self.value = field, as_expr(value, field.width)
+
+    def __repr__(self):
+        return f"Set({self.field.name}, ...)"
+
+
+class Action:
+    """A named action with typed parameters. ``body(params)`` returns a list of ``Set``; it
+    gets a namespace whose attributes are the parameters as ``Param`` expressions."""
+
+    def __init__(self, name, params=None, body=None):
+        self.name = name
+        self.params = dict(params or {})
+        for p, w in self.params.items():
+            if not (isinstance(w, int) and w > 0):
+                raise ValueError(f"action {name}: parameter {p} needs a positive width")
+        ns = type("Params", (), {p: Param(p, w) for p, w in self.params.items()})()
+        self.sets = list(body(ns)) if body else []
+        for s in self.sets:
+            if not isinstance(s, Set):
+                raise TypeError(f"action {name}: body must return Set(...) items, got {s!r}")
+
+    @property
+    def param_width(self):
+        return sum(self.params.values())
+
+    def pack_params(self, values):
+        """Pack ``{name: int}`` into the entry's parameter word (first parameter lowest)."""
+        word, shift = 0, 0
+        unknown = set(values) - set(self.params)
+        if unknown:
+            raise KeyError(f"action {self.name} has no parameter(s) {sorted(unknown)}")
+        for p, w in self.params.items():
+            v = int(values.get(p, 0))
+            if v < 0 or v >> w:
+                raise ValueError(f"action {self.name}: {p}={v} does not fit in {w} bits")
+            word |= v << shift
+            shift += w
+        return word
+
+    def unpack_params(self, word):
+        out, shift = {}, 0
+        for p, w in self.params.items():
+            out[p] = (word >> shift) & ((1 << w) - 1)
+            shift += w
+        return out
+
+
+class _Element:
+    def __init__(self, name, when):
+        self.name = name
+        self.when = as_expr(when) if when is not None else Const(1, 1)
+        self.program = None
+
+    @property
+    def qualname(self):
+        return f"{self.program.name}.{self.name}" if self.program else self.name
+
+
+class Table(_Element):
+    KINDS = ("exact", "ternary", "lpm")
+
+    def __init__(self, name, *, kind, key, actions, size, default=None, default_params=None,
+                 ways=4, when=None):
+        super().__init__(name, when)
+        if kind not in self.KINDS:
+            raise ValueError(f"table {name}: kind must be one of {self.KINDS}, got {kind!r}")
+        self.kind = kind
+        self.key = [as_expr(k) for k in (key if isinstance(key, (list, tuple)) else [key])]
+        if not self.key:
+            raise ValueError(f"table {name}: empty key")
+        if kind == "lpm" and len(self.key) != 1:
+            raise ValueError(f"table {name}: an LPM table has exactly one key field")
+        self.actions = list(actions)
+        if not self.actions:
+            raise ValueError(f"table {name}: no actions")
+        names = [a.name for a in self.actions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"table {name}: duplicate action names")
+        if size <= 0:
+            raise ValueError(f"table {name}: size must be positive")
+        if kind == "exact":
+            if ways <= 0 or size % ways or (size // ways) & (size // ways - 1):
+                raise ValueError(f"table {name}: exact tables need size = ways * 2**n")
+            self.ways = ways
+        else:
+            self.ways = 1
+        self.size = size
+        if default is not None and default not in self.actions:
+            raise ValueError(f"table {name}: default action must be one of its actions")
+        self.default = default
+        self.default_params = dict(default_params or {})
+
+    @property
+    def key_width(self):
+        return sum(k.width for k in self.key)
+
+    @property
+    def depth(self):
+        """Entries per way."""
+        return self.size // self.ways
+
+    @property
+    def param_width(self):
+        return max([a.param_width for a in self.actions] + [1])
+
+    @property
+    def action_bits(self):
+        # action id 0 means "no action"; ids 1..n are the actions in declaration order
+        return max(1, len(self.actions).bit_length())
+
+    def action_id(self, name):
+        for i, a in enumerate(self.actions):
+            if a.name == name:
+                return i + 1
+        raise KeyError(f"table {self.qualname} has no action {name!r} "
+                       f"(it has {[a.name for a in self.actions]})")
+
+    def way_index(self, key_value, way):
+        """Slot of ``key_value`` in ``way`` (exact tables)."""
+        return hash_crc32(key_value, self.key_width, seed=way) & (self.depth - 1)
+
+    def pack_key(self, values):
+        """Pack key component values (list, in key order) into one integer (first lowest)."""
+        if len(values) != len(self.key):
+            raise ValueError(f"table {self.qualname}: key has {len(self.key)} part(s), "
+                             f"got {len(values)}")
+        word, shift = 0, 0
+        for k, v in zip(self.key, values):
+            v = int(v)
+            if v < 0 or v >> k.width:
+                raise ValueError(f"table {self.qualname}: key value {v} does not fit in "
+                                 f"{k.width} bits")
+            word |= v << shift
+            shift += k.width
+        return word
+
+
+class RegisterBank:
+    """A stateful array of ``depth`` cells of ``width`` bits, updated by one ``RegisterOp``."""
+
+    def __init__(self, name, *, width, depth):
+        if width <= 0 or depth <= 0:
+            raise ValueError(f"register bank {name}: width and depth must be positive")
+        self.name, self.width, self.depth = name, width, depth
+        self.program = None
+
+    @property
+    def qualname(self):
+        return f"{self.program.name}.{self.name}" if self.program else self.name
+
+    @property
+    def index_bits(self):
+        return max(1, (self.depth - 1).bit_length())
+
+
+class RegisterOp(_Element):
+    """Read-modify-write of ``bank[index]``: ``new = update(Old)``; ``result`` (optional field)
+    receives the old or new value (``returns="old"|"new"``). ``write`` (expression, default 1)
+    gates the write; a cell is never written when ``when`` is false."""
+
+    def __init__(self, name, bank, *, index, update, result=None, returns="new", write=1,
+                 when=None):
+        super().__init__(name, when)
+        if not isinstance(bank, RegisterBank):
+            raise TypeError(f"register op {name}: bank must be a RegisterBank")
+        if returns not in ("old", "new"):
+            raise ValueError(f"register op {name}: returns must be 'old' or 'new'")
+        self.bank = bank
+        self.index = as_expr(index)
+        old = Old(bank.width)
+        self.update = as_expr(update(old) if callable(update) else update)
+        self.result = result
+        self.returns = returns
+        self.write = as_expr(write)
+
+    # the classic operations, for convenience
+    @classmethod
+    def add(cls, name, bank, index, amount=1, **kw):
+        return cls(name, bank, index=index, update=lambda old: old + amount, **kw)
+
+    @classmethod
+    def read(cls, name, bank, index, **kw):
+        return cls(name, bank, index=index, update=lambda old: old, write=0, returns="old",
+                   **kw)
+
+    @classmethod
+    def write_value(cls, name, bank, index, value, **kw):
+        return cls(name, bank, index=index, update=lambda old: value, returns="old", **kw)
+
+
+class Hash(_Element):
+    """``dst <- CRC-32(Cat(fields)) [0:dst.width]`` (see :func:`hash_crc32`)."""
+
+    def __init__(self, name, dst, fields, *, seed=0, when=None):
+        super().__init__(name, when)
+        self.dst = dst
+        self.fields = [as_expr(f) for f in fields]
+        self.seed = seed
+
+    @property
+    def in_width(self):
+        return sum(f.width for f in self.fields)
+
+
+class Compute(_Element):
+    def __init__(self, name, sets, when=None):
+        super().__init__(name, when)
+        self.sets = list(sets)
+
+
+class _Selected(Expr):
+    """``meta.hdr_type == program.hdr_type``, resolved once the Pipeline numbered programs."""
+    width = 1
+
+    def __init__(self, program):
+        self.program = program
+
+    def _ref(self):
+        if self.program.hdr_type is None:
+            raise ValueError(f"program {self.program.name} has no storage header or is not "
+                             "part of a Pipeline yet")
+        return Field("meta.hdr_type", 4) == self.program.hdr_type
+
+    def eval(self, env):
+        return self._ref().eval(env)
+
+    def hw(self, env):
+        return self._ref().hw(env)
+
+    def refs(self):
+        yield Field("meta.hdr_type", 4)
+
+
+class _FieldNamespace:
+    """``F.ipv4.ttl`` -> ``Field("ipv4.ttl", 8)`` for the platform fields."""
+
+    def __init__(self, phv, prefix=""):
+        self._phv, self._prefix = phv, prefix
+
+    def __getattr__(self, attr):
+        name = self._prefix + attr
+        if name in self._phv.fields:
+            return Field(name, self._phv.fields[name].width)
+        if any(n.startswith(name + ".") for n in self._phv.fields):
+            return _FieldNamespace(self._phv, name + ".")
+        raise AttributeError(f"no PHV field {name!r}")
+
+
+F = _FieldNamespace(Phv())
+
+
+class Program:
+    """One offload (or test) program. See the module docstring."""
+
+    def __init__(self, name, *, udp_port=None):
+        if not name.isidentifier():
+            raise ValueError(f"program name {name!r} must be an identifier")
+        self.name = name
+        self.udp_port = udp_port
+        self.header_fields = []      # (name, width) in wire order inside the app window
+        self.user_meta = []          # PhvField
+        self.elements = []
+        self.egress_elements = []
+        self.banks = []
+        self.hdr_type = None         # assigned by Pipeline
+
+    # ---- declarations -----------------------------------------------------------------------
+    def header(self, fields):
+        """Declare the storage header: ``[(name, bits), ...]`` in wire order from the first
+        byte after the UDP header. Needs ``udp_port``. Returns ``{name: Field}``."""
+        if self.udp_port is None:
+            raise ValueError(f"program {self.name}: a storage header needs a udp_port")
+        total = sum(w for _, w in fields)
+        if total > APP_BYTES * 8 or total % 16:
+            raise ValueError(f"program {self.name}: header is {total} bits; it must be a "
+                             f"multiple of 16 and at most {APP_BYTES * 8}")
+        self.header_fields = list(fields)
+        return {n: self.hfield(n) for n, _ in fields}
+
+    @property
+    def header_bytes(self):
+        return sum(w for _, w in self.header_fields) // 8
+
+    def hfield(self, name):
+        for n, w in self.header_fields:
+            if n == name:
+                return Field(f"{self.name}.{name}", w)
+        raise KeyError(f"program {self.name} has no header field {name!r}")
+
+    def meta(self, name, width):
+        f = PhvField(f"{self.name}.m.{name}", width, True, doc=f"metadata of {self.name}")
+        self.user_meta.append(f)
+        return Field(f.name, width)
+
+    def bank(self, name, *, width, depth):
+        b = RegisterBank(name, width=width, depth=depth)
+        b.program = self
+        self.banks.append(b)
+        return b
+
+    def add(self, element):
+        element.program = self
+        self.elements.append(element)
+        return element
+
+    def add_egress(self, element):
+        if not isinstance(element, (Table, Compute)):
+            raise TypeError("egress elements are tables and computes only")
+        element.program = self
+        self.egress_elements.append(element)
+        return element
+
+    @property
+    def selected(self):
+        """1 when the parser recognised this program's storage header in the packet."""
+        return _Selected(self)
+
+    def header_views(self):
+        """``[(dotted name, lo bit inside app, width)]``; app byte 0 is the MSB of ``app``."""
+        out, pos = [], 0
+        for n, w in self.header_fields:
+            out.append((f"{self.name}.{n}", APP_BYTES * 8 - pos - w, w))
+            pos += w
+        return out
+
+
+class Pipeline:
+    """The programs of one bitstream, in order, and the PHV they share."""
+
+    def __init__(self, programs, *, n_ports=2, mcast_groups=16, max_recirc=2):
+        self.programs = list(programs)
+        names = [p.name for p in self.programs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate program names: {names}")
+        if len(self.programs) > 14:
+            raise ValueError("at most 14 programs (meta.hdr_type is 4 bits, 15 = reserved)")
+        self.n_ports = n_ports
+        self.mcast_groups = mcast_groups
+        self.max_recirc = max_recirc
+        if not 1 <= max_recirc <= 7:
+            raise ValueError("max_recirc must be 1..7 (meta.recirc_count is 3 bits)")
+        self.phv = Phv([f for p in self.programs for f in p.user_meta])
+        t = 1
+        for p in self.programs:
+            p.hdr_type = None
+            if p.udp_port is not None:
+                p.hdr_type = t
+                t += 1
+            for name, lo, w in p.header_views():
+                self.phv.add_view(name, "app", lo, w)
+        seen = set()
+        for e in self.elements + self.egress_elements:
+            if e.qualname in seen:
+                raise ValueError(f"element {e.qualname} declared twice")
+            seen.add(e.qualname)
+        self._check_fields()
+
+    # inputs: 0..P-1 wire RX, P..2P-1 host TX, 2P recirculation
+    # outputs: 0..P-1 wire TX, P..2P-1 host RX; recirculation is a flag, not a port
+    @property
+    def n_inputs(self):
+        return 2 * self.n_ports + 1
+
+    @property
+    def n_outputs(self):
+        return 2 * self.n_ports
+
+    @property
+    def recirc_input(self):
+        return 2 * self.n_ports
+
+    def default_egress(self, ingress_port):
+        """The path a packet takes when no program decides: wire RX p -> host RX p,
+        host TX p -> wire TX p, recirculated -> wire TX 0 (programs always decide these)."""
+        P = self.n_ports
+        if ingress_port < P:
+            return ingress_port + P
+        if ingress_port < 2 * P:
+            return ingress_port - P
+        return 0
+
+    @property
+    def elements(self):
+        return [e for p in self.programs for e in p.elements]
+
+    @property
+    def egress_elements(self):
+        return [e for p in self.programs for e in p.egress_elements]
+
+    @property
+    def tables(self):
+        return [e for e in self.elements + self.egress_elements if isinstance(e, Table)]
+
+    @property
+    def banks(self):
+        return [b for p in self.programs for b in p.banks]
+
+    def field_width(self, name):
+        if name in self.phv.fields:
+            return self.phv.fields[name].width
+        return self.phv.views[name][2]
+
+    def _check_fields(self):
+        def check_ref(r, where):
+            if isinstance(r, Field):
+                if r.name not in self.phv.fields and r.name not in self.phv.views:
+                    raise ValueError(f"{where}: unknown field {r.name!r}")
+                if self.field_width(r.name) != r.width:
+                    raise ValueError(f"{where}: field {r.name} width mismatch")
+
+        def check_set(s, where, egress=False):
+            check_ref(s.field, where)
+            f = self.phv.fields.get(s.field.name)
+            if f is not None and not f.writable:
+                raise ValueError(f"{where}: field {s.field.name} is read-only")
+            for r in s.value.refs():
+                check_ref(r, where)
+
+        for e in self.elements + self.egress_elements:
+            where = f"element {e.qualname}"
+            for r in e.when.refs():
+                check_ref(r, where)
+            if isinstance(e, Table):
+                for k in e.key:
+                    for r in k.refs():
+                        check_ref(r, where)
+                for a in e.actions:
+                    for s in a.sets:
+                        check_set(s, f"{where} action {a.name}")
+            elif isinstance(e, Compute):
+                for s in e.sets:
+                    check_set(s, where)
+            elif isinstance(e, Hash):
+                check_ref(e.dst, where)
+                for f in e.fields:
+                    for r in f.refs():
+                        check_ref(r, where)
+            elif isinstance(e, RegisterOp):
+                for x in (e.index, e.update, e.write):
+                    for r in x.refs():
+                        check_ref(r, where)
+                if e.result is not None:
+                    check_ref(e.result, where)
+        for e in self.egress_elements:
+            for s in ([s for a in e.actions for s in a.sets] if isinstance(e, Table)
+                      else e.sets):
+                if s.field.name in ("meta.egress_port", "meta.mcast_group", "meta.recirc",
+                                    "meta.clone"):
+                    raise ValueError(f"egress element {e.qualname} cannot set {s.field.name}")
+        ops = {}
+        for e in self.elements:
+            if isinstance(e, RegisterOp):
+                if e.bank.qualname in ops:
+                    raise ValueError(f"register bank {e.bank.qualname} is used by two ops "
+                                     f"({ops[e.bank.qualname]} and {e.qualname}); one RMW "
+                                     "per packet per bank")
+                ops[e.bank.qualname] = e.qualname

@@ -1,0 +1,10 @@
+"""Built-in programs. ``default_pipeline()`` is what one bitstream carries."""
+from netstor.lang import Pipeline
+
+from .l3 import make_l3
+from .primitives import make_primitives, PRIM_UDP_PORT
+
+
+def default_pipeline(n_ports=2):
+    """The programs of the default bitstream, in pipeline order."""
+    return Pipeline([make_l3(n_ports), make_primitives(n_ports)], n_ports=n_ports)
