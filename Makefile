@@ -1,0 +1,41 @@
+# netstor: the two commands a newcomer types are `make demo` and `make test`.
+# Everything else (virtualenv, pinned packages, generated RTL) is bootstrapped from here.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+JOBS ?= 2
+
+.PHONY: all venv rtl test test-fast formal bench demo clean distclean
+
+all: rtl
+
+$(STAMP): requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.lock
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+venv: $(STAMP)
+
+rtl: $(STAMP)
+	$(PY) -m netstor.build rtl --out build/rtl
+
+test: rtl
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
+
+formal: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -q formal
+
+bench: rtl
+	$(PY) -m netstor.bench --out build/bench
+
+demo: rtl
+	$(PY) -m netstor.demo
+
+clean:
+	rm -rf build
+
+distclean: clean
+	rm -rf $(VENV)
