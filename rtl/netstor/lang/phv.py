@@ -73,7 +73,7 @@ def _hdr(header, fields):
 
 HEADER_FIELDS = (
     _hdr("eth", [("dst", 48, True), ("src", 48, True), ("type", 16, False)]) +
-    _hdr("vlan", [("tci", 16, True)]) +
+    _hdr("vlan", [("tci", 16, True), ("type", 16, False)]) +
     _hdr("ipv4", [("ver_ihl", 8, False), ("tos", 8, True), ("total_len", 16, False),
                   ("ident", 16, True), ("flags_frag", 16, False), ("ttl", 8, True),
                   ("proto", 8, False), ("csum", 16, False), ("src", 32, True),
