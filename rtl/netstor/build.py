@@ -1,0 +1,61 @@
+"""``python -m netstor.build rtl --out build/rtl``: generate the application block.
+
+Writes, only when their text changed (so downstream Verilator builds are reused):
+
+* ``netstor_core.v``: the Amaranth data plane (module ``netstor_core``);
+* ``mqnic_app_block.v``: Corundum's application block wrapper around it;
+* ``schema.json``: the host schema (registers, counters, memories, tables, programs).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def build_core(pipeline=None, **kw):
+    from netstor.programs import default_pipeline
+    from netstor.gateware.core import NetstorCore
+    return NetstorCore(pipeline or default_pipeline(), **kw)
+
+
+def core_verilog(core):
+    from amaranth.back import verilog
+    return verilog.convert(core, name="netstor_core", emit_src=False)
+
+
+def write_if_changed(path: Path, text: str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+        return True
+    return False
+
+
+def generate(out: Path):
+    core = build_core()
+    files = {
+        "netstor_core.v": core_verilog(core),
+        "schema.json": json.dumps(core.schema, indent=1, sort_keys=True) + "\n",
+    }
+    from netstor.corundum import mqnic_app_block_verilog
+    files["mqnic_app_block.v"] = mqnic_app_block_verilog({"PORT_COUNT": core.P})
+    changed = [n for n, t in files.items() if write_if_changed(out / n, t)]
+    return core, changed
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="netstor.build")
+    ap.add_argument("what", choices=["rtl"])
+    ap.add_argument("--out", default="build/rtl")
+    a = ap.parse_args(argv)
+    core, changed = generate(Path(a.out))
+    print(f"netstor: {a.out}: header-path latency {core.datapath.latency} cycles; "
+          f"{len(core.schema.get('memories', []))} memories, "
+          f"{len(core.schema.get('counters', []))} counters; "
+          f"{'rewrote ' + ', '.join(changed) if changed else 'up to date'}")
+
+
+if __name__ == "__main__":
+    main()

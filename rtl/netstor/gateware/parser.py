@@ -1,0 +1,247 @@
+"""Parser: frame beats -> packet header vector (PHV), one packet per clock.
+
+Implements the "Parser" section of ``docs/dataplane-spec.md``. It looks at the first 128 bytes
+of the frame (the first two 512-bit beats), which always hold Ethernet, one optional 802.1Q
+tag, IPv4 with up to 40 bytes of options, UDP and the 32-byte application window
+(18 + 60 + 8 + 32 = 118 bytes).
+
+Input: the arbiter's beat stream (never stalled; beats of a packet on consecutive cycles).
+Output: ``phv_valid``/``phv`` and ``orig`` (the original values of every field the deparser
+may rewrite, for its incremental checksum updates).
+
+Latency: the PHV of a packet is valid **4 cycles** after the packet's first beat
+(``FIRST_TO_PHV``), whatever the packet's length; throughput one PHV per clock (a one-beat
+packet every cycle gives a PHV every cycle).
+
+Pipeline: R0 captures the first beat; at the next cycle the window is the first beat plus the
+current input beat (the second beat, if the packet has one); R1 holds Ethernet/VLAN and the
+bytes from L3 on; R2 holds the IPv4 fields, checksum partial sums and the UDP+app bytes
+selected by IHL; R3 finishes the checks and the PHV.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Signal, Module, Cat, Const, Mux
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from netstor.lang.phv import APP_BYTES, PARSE_ERRORS
+
+__all__ = ["Parser", "FIRST_TO_PHV", "orig_layout"]
+
+FIRST_TO_PHV = 4
+ERR = {name: code for code, name in PARSE_ERRORS.items()}
+
+
+def orig_layout():
+    """Original values of the fields the deparser rewrites (for checksum updates)."""
+    return data.StructLayout({
+        "ver_ihl_tos": 16, "ident": 16, "ttl_proto": 16, "ip_src": 32, "ip_dst": 32,
+        "ip_csum": 16, "sport": 16, "dport": 16, "udp_csum": 16, "app": APP_BYTES * 8,
+    })
+
+
+def _be(byte_list):
+    """Big-endian value of a list of byte Values (first byte most significant)."""
+    return Cat(*reversed(byte_list))
+
+
+def _bytes(value, n):
+    return [value[8 * i:8 * i + 8] for i in range(n)]
+
+
+class Parser(wiring.Component):
+    def __init__(self, pipeline, beat_layout, csr):
+        self.pipeline = pipeline
+        self._csr = csr
+        self._beat_layout = beat_layout
+        super().__init__({
+            "i_valid": In(1),
+            "i": In(beat_layout),
+            "phv_valid": Out(1),
+            "phv": Out(data.StructLayout(pipeline.phv.layout())),
+            "orig": Out(orig_layout()),
+        })
+        # run-time UDP ports of the programs with a storage header
+        self.udp_ports = {}
+        for p in pipeline.programs:
+            if p.hdr_type is not None:
+                self.udp_ports[p.name] = csr.reg(
+                    f"parser.udp_port.{p.name}", 16, "rw", p.udp_port,
+                    doc=f"UDP destination port that selects program {p.name}")
+        self.err_ctr = {name: csr.counter(f"parser.err.{name}",
+                                          doc=f"frames with parse error {name}")
+                        for name in ERR}
+
+    def elaborate(self, platform):
+        m = Module()
+        pl = self.pipeline
+        P = pl.n_ports
+        i = self.i
+        dw = len(i.data)
+        nbytes = dw // 8
+
+        # ---- R0: first beat ------------------------------------------------------------
+        in_pkt = Signal()
+        with m.If(self.i_valid):
+            m.d.sync += in_pkt.eq(~i.last)
+        first = self.i_valid & ~in_pkt
+
+        def masked(d, keep):
+            return Cat(*[Mux(keep[b], d[8 * b:8 * b + 8], 0) for b in range(len(keep))])
+
+        arrival = Signal(32)
+        m.d.sync += arrival.eq(arrival + 1)
+        s0_valid, w0, w0_last = Signal(), Signal(dw), Signal()
+        s0_len, s0_port, s0_user = Signal(14), Signal(4), Signal(len(i.user))
+        s0_arrival = Signal(32)
+        m.d.sync += s0_valid.eq(first)
+        with m.If(first):
+            m.d.sync += [w0.eq(masked(i.data, i.keep)), w0_last.eq(i.last), s0_len.eq(i.len),
+                         s0_port.eq(i.port), s0_user.eq(i.user), s0_arrival.eq(arrival)]
+        second = Signal(dw)
+        m.d.comb += second.eq(Mux(~w0_last & self.i_valid, masked(i.data, i.keep), 0))
+        window = Cat(w0, second)
+        B = _bytes(window, 2 * nbytes)
+        if len(B) < 128:
+            B = B + [Const(0, 8)] * (128 - len(B))
+
+        # ---- R1: Ethernet, VLAN, bytes from L3 ------------------------------------------
+        r1 = dict(valid=Signal(), len=Signal(14), port=Signal(4), user=Signal(len(i.user)),
+                  arrival=Signal(32), eth_dst=Signal(48), eth_src=Signal(48),
+                  eth_type=Signal(16), vlan=Signal(), tci=Signal(16), vtype=Signal(16),
+                  et=Signal(16), l3=Signal(), l3b=Signal(100 * 8))
+        eth_type = _be(B[12:14])
+        is_vlan = (eth_type == 0x8100) & (s0_len >= 18)
+        vtype = _be(B[16:18])
+        et = Mux(is_vlan, vtype, Mux(eth_type == 0x8100, 0, eth_type))
+        m.d.sync += [
+            r1["valid"].eq(s0_valid), r1["len"].eq(s0_len), r1["port"].eq(s0_port),
+            r1["user"].eq(s0_user), r1["arrival"].eq(s0_arrival),
+            r1["eth_dst"].eq(_be(B[0:6])), r1["eth_src"].eq(_be(B[6:12])),
+            r1["eth_type"].eq(eth_type), r1["vlan"].eq(is_vlan),
+            r1["tci"].eq(Mux(is_vlan, _be(B[14:16]), 0)),
+            r1["vtype"].eq(Mux(is_vlan, vtype, 0)), r1["et"].eq(et), r1["l3"].eq(is_vlan),
+            r1["l3b"].eq(Mux(is_vlan, Cat(*B[18:118]), Cat(*B[14:114]))),
+        ]
+
+        # ---- R2: IPv4 fields, checksum partial sums, UDP/app bytes ------------------------
+        L3 = _bytes(r1["l3b"], 100)
+        ver_ihl = L3[0]
+        ihl = ver_ihl[0:4]
+        hl_words = Mux(ihl < 5, 5, ihl)            # in 32-bit words
+        words = [_be(L3[2 * k:2 * k + 2]) for k in range(30)]
+        groups = [list(range(g, min(g + 5, 30))) for g in range(0, 30, 5)]
+        r2 = dict(valid=Signal(), len=Signal(14), port=Signal(4), user=Signal(len(i.user)),
+                  arrival=Signal(32), eth_dst=Signal(48), eth_src=Signal(48),
+                  eth_type=Signal(16), vlan=Signal(), tci=Signal(16), vtype=Signal(16),
+                  is_ip=Signal(), ip=Signal(160), l4=Signal(40 * 8), err=Signal(3),
+                  parts=[Signal(19) for _ in groups], l3=Signal(), ihl=Signal(4))
+        for g, idxs in zip(r2["parts"], groups):
+            m.d.sync += g.eq(sum(Mux(k < 2 * ihl, words[k], 0) for k in idxs))
+        total_len = _be(L3[2:4])
+        l3off = Mux(r1["l3"], 18, 14)
+        err = Signal(3)
+        with m.If((ver_ihl >> 4) != 4):
+            m.d.comb += err.eq(ERR["ipv4_version"])
+        with m.Elif(ihl < 5):
+            m.d.comb += err.eq(ERR["ipv4_ihl"])
+        with m.Elif((r1["len"] < l3off + 20) | (total_len < (ihl << 2)) |
+                    (l3off + total_len > r1["len"])):
+            m.d.comb += err.eq(ERR["ipv4_length"])
+        with m.Else():
+            m.d.comb += err.eq(0)
+        # UDP + app: 40 bytes at l3 + 4*hl_words (hl_words in 5..15)
+        l4 = Signal(40 * 8)
+        with m.Switch(hl_words):
+            for hw in range(5, 16):
+                with m.Case(hw):
+                    m.d.comb += l4.eq(Cat(*L3[4 * hw:4 * hw + 40]))
+        m.d.sync += [
+            r2["valid"].eq(r1["valid"]), r2["len"].eq(r1["len"]), r2["port"].eq(r1["port"]),
+            r2["user"].eq(r1["user"]), r2["arrival"].eq(r1["arrival"]),
+            r2["eth_dst"].eq(r1["eth_dst"]), r2["eth_src"].eq(r1["eth_src"]),
+            r2["eth_type"].eq(r1["eth_type"]), r2["vlan"].eq(r1["vlan"]),
+            r2["tci"].eq(r1["tci"]), r2["vtype"].eq(r1["vtype"]),
+            r2["is_ip"].eq(r1["et"] == 0x0800), r2["ip"].eq(Cat(*L3[0:20])),
+            r2["l4"].eq(l4), r2["err"].eq(err), r2["l3"].eq(r1["l3"]), r2["ihl"].eq(ihl),
+        ]
+
+        # ---- R3: finish checks, build the PHV ---------------------------------------------
+        IP = _bytes(r2["ip"], 20)
+        L4 = _bytes(r2["l4"], 40)
+        total = Signal(22)
+        m.d.comb += total.eq(sum(r2["parts"]))
+        fold1 = Signal(17)
+        m.d.comb += fold1.eq(total[:16] + total[16:])
+        csum_ok = (fold1[:16] + fold1[16]) == 0xFFFF
+        ip_err = Signal(3)
+        m.d.comb += ip_err.eq(Mux(r2["err"] != 0, r2["err"],
+                                  Mux(csum_ok, 0, ERR["ipv4_checksum"])))
+        ipv4_valid = r2["is_ip"] & (ip_err == 0)
+        proto = IP[9]
+        flags_frag = _be(IP[6:8])
+        ip_total = _be(IP[2:4])
+        udp_len = _be(L4[4:6])
+        dport = _be(L4[2:4])
+        is_udp = ipv4_valid & (proto == 17)
+        udp_err = Signal(3)
+        with m.If(~is_udp):
+            m.d.comb += udp_err.eq(0)
+        with m.Elif((flags_frag & 0x3FFF) != 0):
+            m.d.comb += udp_err.eq(ERR["ipv4_fragment"])
+        with m.Elif((udp_len < 8) | (udp_len > ip_total - (r2["ihl"] << 2))):
+            m.d.comb += udp_err.eq(ERR["udp_length"])
+        udp_valid = is_udp & (udp_err == 0)
+        parse_error = Mux(r2["is_ip"], Mux(ip_err != 0, ip_err, udp_err), 0)
+
+        hdr_type = Signal(4)
+        m.d.comb += hdr_type.eq(0)
+        for p in reversed(pl.programs):
+            if p.hdr_type is None:
+                continue
+            with m.If(udp_valid & (dport == self.udp_ports[p.name]) &
+                      (udp_len >= 8 + p.header_bytes)):
+                m.d.comb += hdr_type.eq(p.hdr_type)
+
+        phv = Signal(data.StructLayout(pl.phv.layout()))
+        f = {fld.name: phv[fld.key] for fld in pl.phv.fields.values()}
+        is_recirc = r2["port"] == pl.recirc_input
+        default_port = Signal(4)
+        with m.Switch(r2["port"]):
+            for k in range(pl.n_inputs):
+                with m.Case(k):
+                    m.d.comb += default_port.eq(pl.default_egress(k))
+        m.d.comb += [
+            phv.eq(0),
+            f["eth.dst"].eq(r2["eth_dst"]), f["eth.src"].eq(r2["eth_src"]),
+            f["eth.type"].eq(r2["eth_type"]),
+            f["vlan.tci"].eq(r2["tci"]), f["vlan.type"].eq(r2["vtype"]),
+            f["ipv4.ver_ihl"].eq(IP[0]), f["ipv4.tos"].eq(IP[1]),
+            f["ipv4.total_len"].eq(ip_total), f["ipv4.ident"].eq(_be(IP[4:6])),
+            f["ipv4.flags_frag"].eq(flags_frag), f["ipv4.ttl"].eq(IP[8]),
+            f["ipv4.proto"].eq(proto), f["ipv4.csum"].eq(_be(IP[10:12])),
+            f["ipv4.src"].eq(_be(IP[12:16])), f["ipv4.dst"].eq(_be(IP[16:20])),
+            f["udp.sport"].eq(_be(L4[0:2])), f["udp.dport"].eq(dport),
+            f["udp.len"].eq(udp_len), f["udp.csum"].eq(_be(L4[6:8])),
+            f["app"].eq(_be(L4[8:40])),
+            f["meta.ingress_port"].eq(r2["port"]), f["meta.pkt_len"].eq(r2["len"]),
+            f["meta.recirc_count"].eq(Mux(is_recirc, r2["user"][0:3], 0)),
+            f["meta.bridge"].eq(Mux(is_recirc, r2["user"][3:35], 0)),
+            f["meta.arrival"].eq(r2["arrival"]),
+            f["meta.vlan_valid"].eq(r2["vlan"]), f["meta.ipv4_valid"].eq(ipv4_valid),
+            f["meta.udp_valid"].eq(udp_valid), f["meta.hdr_type"].eq(hdr_type),
+            f["meta.parse_error"].eq(parse_error), f["meta.egress_port"].eq(default_port),
+        ]
+        orig = Signal(orig_layout())
+        m.d.comb += [
+            orig.ver_ihl_tos.eq(_be(IP[0:2])), orig.ident.eq(_be(IP[4:6])),
+            orig.ttl_proto.eq(_be(IP[8:10])), orig.ip_src.eq(_be(IP[12:16])),
+            orig.ip_dst.eq(_be(IP[16:20])), orig.ip_csum.eq(_be(IP[10:12])),
+            orig.sport.eq(_be(L4[0:2])), orig.dport.eq(dport), orig.udp_csum.eq(_be(L4[6:8])),
+            orig.app.eq(_be(L4[8:40])),
+        ]
+        m.d.sync += [self.phv_valid.eq(r2["valid"]), self.phv.eq(phv), self.orig.eq(orig)]
+        for name, code in ERR.items():
+            m.d.comb += self.err_ctr[name].eq(r2["valid"] & (parse_error == code))
+        return m
