@@ -1,0 +1,312 @@
+"""Table entry encoders: turn intent ("route 10.0.0.0/8 out of port 1") into memory writes.
+
+Every method returns a list of ``(memory name, address, word)`` writes in the order they must
+be applied; the same writes drive the hardware (through a CSR client) and the golden model
+(:class:`netstor.model.DataplaneModel`), see :func:`apply_writes`. Words follow the spec's
+"Entry encodings" (``docs/dataplane-spec.md``), LSB first:
+
+==================== ==============================================================
+exact table          ``valid(1) | key(kw) | action(ab) | params(pw)``, address
+                     ``way * depth + slot``, ``slot = hash_crc32(key, kw, way) % depth``
+ternary / LPM table  ``valid(1) | value(kw) | mask(kw) | action(ab) | params(pw)``,
+                     address = priority (0 wins)
+``T.default``        ``action(ab) | params(pw)``
+register bank        ``value(width)``
+``tm.mcast``         ``ports(2P) | rid[0](16) | rid[1](16) | ...``, address = group
+==================== ==============================================================
+
+A :class:`TableWriter` keeps a shadow of what *it* has written (to pick free exact slots and to
+keep LPM tables sorted); it does not read the device back, so one writer should own a table.
+"""
+
+from __future__ import annotations
+
+from netstor.lang import hash_crc32
+
+__all__ = ["TableWriter", "TableFullError", "apply_writes"]
+
+
+def _mask(w):
+    return (1 << w) - 1
+
+
+class TableFullError(Exception):
+    """No free slot for a key (exact: every way's slot taken; ternary/LPM: no free entry)."""
+
+    def __init__(self, table, key, detail=""):
+        self.table, self.key = table, key
+        super().__init__(f"table {table} is full: no room for key {key!r}"
+                         + (f" ({detail})" if detail else ""))
+
+
+def apply_writes(target, writes):
+    """Apply ``writes`` to anything with ``mem_write(name, addr, word)`` (model, CSR client)."""
+    for mem, addr, word in writes:
+        target.mem_write(mem, addr, word)
+
+
+def _check_uint(what, v, width):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{what} must be an int, got {v!r}")
+    if v < 0 or v >> width:
+        raise ValueError(f"{what} = {v:#x} does not fit in {width} bits"
+                         if v >= 0 else f"{what} = {v} is negative")
+
+
+class TableWriter:
+    """Encoders for the tables, default actions, register banks and multicast groups of
+    ``pipeline`` (a :class:`netstor.lang.Pipeline`)."""
+
+    def __init__(self, pipeline):
+        self.pipeline = pipeline
+        self.tables = {t.qualname: t for t in pipeline.tables}
+        self.banks = {b.qualname: b for b in pipeline.banks}
+        self._exact = {n: {} for n, t in self.tables.items() if t.kind == "exact"}   # key->addr
+        self._ternary = {n: {} for n, t in self.tables.items() if t.kind == "ternary"}
+        self._lpm = {n: [] for n, t in self.tables.items() if t.kind == "lpm"}
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _table(self, name, kind=None):
+        t = self.tables.get(name)
+        if t is None:
+            raise KeyError(f"no table {name!r}; tables are {sorted(self.tables)}")
+        if kind is not None and t.kind != kind:
+            raise ValueError(f"table {name} is a {t.kind} table, not {kind}")
+        return t
+
+    def _action(self, t, action, params):
+        """``(action id, packed params)``; every parameter must be given and fit."""
+        if action is None:
+            if params:
+                raise ValueError(f"table {t.qualname}: 'no action' takes no parameters")
+            return 0, 0
+        aid = t.action_id(action)     # KeyError naming the table's actions
+        a = t.actions[aid - 1]
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(a.params))
+        if unknown:
+            raise KeyError(f"table {t.qualname}: action {action} has no parameter(s) {unknown} "
+                           f"(it has {list(a.params)})")
+        missing = [p for p in a.params if p not in params]
+        if missing:
+            raise ValueError(f"table {t.qualname}: action {action} needs parameter(s) {missing}")
+        for p, w in a.params.items():
+            _check_uint(f"table {t.qualname}: action {action} parameter {p}", params[p], w)
+        return aid, a.pack_params(params)
+
+    def _pack(self, t, values, what):
+        if not isinstance(values, (list, tuple)):
+            raise TypeError(f"table {t.qualname}: {what} must be a list of key parts")
+        if len(values) != len(t.key):
+            raise ValueError(f"table {t.qualname}: {what} has {len(values)} part(s), the key "
+                             f"has {len(t.key)}")
+        word, shift = 0, 0
+        for i, (k, v) in enumerate(zip(t.key, values)):
+            _check_uint(f"table {t.qualname}: {what} part {i}", v, k.width)
+            word |= v << shift
+            shift += k.width
+        return word
+
+    def _ternary_word(self, t, value, mask, aid, pword):
+        kw = t.key_width
+        return (1 | value << 1 | mask << (1 + kw) | aid << (1 + 2 * kw)
+                | pword << (1 + 2 * kw + t.action_bits))
+
+    # ---- exact ---------------------------------------------------------------------------------
+    def exact_slots(self, table, key):
+        """Addresses the key may occupy, one per way, way 0 first."""
+        t = self._table(table, "exact")
+        k = self._pack(t, key, "key")
+        return [w * t.depth + hash_crc32(k, t.key_width, seed=w) % t.depth
+                for w in range(t.ways)]
+
+    def exact_add(self, table, key, action, params=None):
+        """Add (or update) ``key``: the first way whose slot is free, or the key's own slot."""
+        t = self._table(table, "exact")
+        k = self._pack(t, key, "key")
+        aid, pword = self._action(t, action, params)
+        shadow = self._exact[table]
+        addr = shadow.get(k)
+        if addr is None:
+            used = set(shadow.values())
+            free = [a for a in self.exact_slots(table, key) if a not in used]
+            if not free:
+                raise TableFullError(table, list(key), "every way's slot is taken")
+            addr = free[0]
+            shadow[k] = addr
+        word = 1 | k << 1 | aid << (1 + t.key_width) | pword << (1 + t.key_width + t.action_bits)
+        return [(table, addr, word)]
+
+    def exact_delete(self, table, key):
+        t = self._table(table, "exact")
+        k = self._pack(t, key, "key")
+        addr = self._exact[table].pop(k, None)
+        if addr is None:
+            raise KeyError(f"table {table}: no entry with key {list(key)!r}")
+        return [(table, addr, 0)]
+
+    # ---- ternary -------------------------------------------------------------------------------
+    def ternary_add(self, table, value, mask, action, params=None, priority=0):
+        """Entry at address ``priority`` (0 = highest); replaces what was there."""
+        t = self._table(table, "ternary")
+        v = self._pack(t, value, "value")
+        m = self._pack(t, mask, "mask")
+        if isinstance(priority, bool) or not isinstance(priority, int) \
+                or not 0 <= priority < t.size:
+            raise ValueError(f"table {table}: priority {priority} out of range 0..{t.size - 1}")
+        aid, pword = self._action(t, action, params)
+        self._ternary[table][priority] = (v, m)
+        return [(table, priority, self._ternary_word(t, v, m, aid, pword))]
+
+    def ternary_delete(self, table, priority):
+        self._table(table, "ternary")
+        if self._ternary[table].pop(priority, None) is None:
+            raise KeyError(f"table {table}: no entry at priority {priority!r}")
+        return [(table, priority, 0)]
+
+    # ---- LPM -----------------------------------------------------------------------------------
+    def _prefix(self, t, prefix, prefix_len):
+        kw = t.key_width
+        _check_uint(f"table {t.qualname}: prefix", prefix, kw)
+        if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) \
+                or not 0 <= prefix_len <= kw:
+            raise ValueError(f"table {t.qualname}: prefix length {prefix_len!r} out of range "
+                             f"0..{kw}")
+        mask = _mask(prefix_len) << (kw - prefix_len)
+        if prefix & ~mask:
+            raise ValueError(f"table {t.qualname}: prefix {prefix:#x}/{prefix_len} has bits "
+                             "set beyond its length")
+        return mask
+
+    def _lpm_writes(self, t, entries, lo, hi):
+        """Writes for shadow entries ``lo..hi-1`` at their addresses."""
+        out = []
+        for addr in range(lo, hi):
+            if addr < len(entries):
+                prefix, plen, aid, pword = entries[addr]
+                mask = _mask(plen) << (t.key_width - plen)
+                out.append((t.qualname, addr, self._ternary_word(t, prefix, mask, aid, pword)))
+            else:
+                out.append((t.qualname, addr, 0))
+        return out
+
+    def lpm_add(self, table, prefix, prefix_len, action, params=None):
+        """Add (or update) a route; entries stay sorted longest prefix first. Returns every
+        write, the shifted entries last-first so that a lookup never misses a route that is
+        present before and after the update."""
+        t = self._table(table, "lpm")
+        self._prefix(t, prefix, prefix_len)
+        aid, pword = self._action(t, action, params)
+        entries = self._lpm[table]
+        new = (prefix, prefix_len, aid, pword)
+        for i, e in enumerate(entries):
+            if e[:2] == (prefix, prefix_len):
+                entries[i] = new
+                return self._lpm_writes(t, entries, i, i + 1)
+        if len(entries) >= t.size:
+            raise TableFullError(table, f"{prefix:#x}/{prefix_len}",
+                                 f"all {t.size} entries used")
+        pos = len(entries)
+        for i, e in enumerate(entries):
+            if e[1] < prefix_len:
+                pos = i
+                break
+        entries.insert(pos, new)
+        # move the tail down from the end (each route stays present at some address)
+        return list(reversed(self._lpm_writes(t, entries, pos, len(entries))))
+
+    def lpm_delete(self, table, prefix, prefix_len):
+        t = self._table(table, "lpm")
+        self._prefix(t, prefix, prefix_len)
+        entries = self._lpm[table]
+        for i, e in enumerate(entries):
+            if e[:2] == (prefix, prefix_len):
+                del entries[i]
+                return self._lpm_writes(t, entries, i, len(entries) + 1)
+        raise KeyError(f"table {table}: no route {prefix:#x}/{prefix_len}")
+
+    def lpm_entries(self, table):
+        """Shadow of an LPM table: ``[(prefix, prefix_len, action name, params)]`` by address."""
+        t = self._table(table, "lpm")
+        return [(p, n, t.actions[a - 1].name if a else None,
+                 t.actions[a - 1].unpack_params(w) if a else {})
+                for p, n, a, w in self._lpm[table]]
+
+    # ---- defaults, multicast, registers --------------------------------------------------------
+    def set_default(self, table, action, params=None):
+        """The miss action of ``table`` (``action=None``: no action)."""
+        t = self._table(table)
+        aid, pword = self._action(t, action, params)
+        return [(f"{table}.default", 0, aid | pword << t.action_bits)]
+
+    def mcast_set(self, group, members):
+        """Multicast group ``group`` (1..mcast_groups-1; 0 means unicast) sends one copy to each
+        ``(port, rid)`` of ``members``; an empty list empties the group."""
+        P2 = 2 * self.pipeline.n_ports
+        n = self.pipeline.mcast_groups
+        if isinstance(group, bool) or not isinstance(group, int) or not 1 <= group < n:
+            raise ValueError(f"multicast group {group!r} out of range 1..{n - 1}")
+        ports, word = 0, 0
+        for m in members:
+            try:
+                port, rid = m
+            except (TypeError, ValueError):
+                raise TypeError(f"multicast group {group}: members are (port, rid) pairs, "
+                                f"got {m!r}") from None
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < P2:
+                raise ValueError(f"multicast group {group}: port {port!r} out of range "
+                                 f"0..{P2 - 1}")
+            if ports >> port & 1:
+                raise ValueError(f"multicast group {group}: port {port} listed twice")
+            _check_uint(f"multicast group {group}: rid of port {port}", rid, 16)
+            ports |= 1 << port
+            word |= rid << (P2 + 16 * port)
+        return [("tm.mcast", group, ports | word)]
+
+    def bank_write(self, bank, index, value):
+        b = self.banks.get(bank)
+        if b is None:
+            raise KeyError(f"no register bank {bank!r}; banks are {sorted(self.banks)}")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < b.depth:
+            raise ValueError(f"register bank {bank}: index {index!r} out of range "
+                             f"0..{b.depth - 1}")
+        _check_uint(f"register bank {bank}: value", value, b.width)
+        return [(bank, index, value)]
+
+    # ---- decoding ------------------------------------------------------------------------------
+    def decode_entry(self, table, word):
+        """A raw word of ``table`` (or of ``"<table>.default"``) as a dict, for dumps."""
+        default = table.endswith(".default") and table not in self.tables
+        t = self._table(table[:-len(".default")] if default else table)
+        kw, ab = t.key_width, t.action_bits
+        if default:
+            entry, out = word, {}
+        else:
+            out = {"valid": bool(word & 1)}
+            if t.kind == "exact":
+                out["key"] = self._unpack(t, (word >> 1) & _mask(kw))
+                entry = word >> (1 + kw)
+            else:
+                v, m = (word >> 1) & _mask(kw), (word >> (1 + kw)) & _mask(kw)
+                out["value"], out["mask"] = self._unpack(t, v), self._unpack(t, m)
+                if t.kind == "lpm":
+                    plen = bin(m).count("1")
+                    if m == _mask(plen) << (kw - plen):
+                        out["prefix"], out["prefix_len"] = v, plen
+                entry = word >> (1 + 2 * kw)
+        aid = entry & _mask(ab)
+        out["action_id"] = aid
+        if 1 <= aid <= len(t.actions):
+            a = t.actions[aid - 1]
+            out["action"], out["params"] = a.name, a.unpack_params(entry >> ab)
+        else:
+            out["action"], out["params"] = None, {}
+        return out
+
+    @staticmethod
+    def _unpack(t, word):
+        parts = []
+        for k in t.key:
+            parts.append(word & _mask(k.width))
+            word >>= k.width
+        return parts
