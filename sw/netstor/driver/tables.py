@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from netstor.lang import hash_crc32
 
-__all__ = ["TableWriter", "TableFullError", "apply_writes"]
+__all__ = ["TableWriter", "TableFullError", "apply_writes", "apply_writes_async"]
 
 
 def _mask(w):
@@ -43,6 +43,12 @@ def apply_writes(target, writes):
     """Apply ``writes`` to anything with ``mem_write(name, addr, word)`` (model, CSR client)."""
     for mem, addr, word in writes:
         target.mem_write(mem, addr, word)
+
+
+async def apply_writes_async(target, writes):
+    """:func:`apply_writes` for a target whose ``mem_write`` is a coroutine (cocotb)."""
+    for mem, addr, word in writes:
+        await target.mem_write(mem, addr, word)
 
 
 def _check_uint(what, v, width):

@@ -4,7 +4,7 @@ import crcmod.predefined
 import pytest
 
 from netstor.programs import default_pipeline
-from netstor.driver.tables import TableWriter, TableFullError, apply_writes
+from netstor.driver.tables import TableWriter, TableFullError, apply_writes, apply_writes_async
 
 crc32 = crcmod.predefined.mkCrcFun("crc-32")
 
@@ -58,7 +58,7 @@ def test_default_mcast_bank_words(tw):
     assert tw.bank_write("prim.cells", 255, 0xFFFFFFFF) == [("prim.cells", 255, 0xFFFFFFFF)]
 
 
-# ---- exact tables ------------------------------------------------------------------------------
+# ---- exact tables ----------------------------------------------------------------------------
 def test_exact_ways_full_update_delete(tw):
     placed = {}
     for key in range(256):
@@ -175,7 +175,7 @@ def test_lpm_with_model_matches_independent_reference():
         assert o.port == (best[1] if best else 3)
 
 
-# ---- decoding ------------------------------------------------------------------------------------
+# ---- decoding --------------------------------------------------------------------------------
 def test_decode_round_trip(tw):
     (_, _, w) = tw.exact_add("prim.ops", [6], "clone", {"port": 2})[0]
     assert tw.decode_entry("prim.ops", w) == {"valid": True, "key": [6], "action_id": 4,
@@ -196,7 +196,7 @@ def test_decode_round_trip(tw):
     assert tw.decode_entry("prim.ops", 1 | 7 << 9)["action"] is None    # id 7: none
 
 
-# ---- validation ------------------------------------------------------------------------------------
+# ---- validation ------------------------------------------------------------------------------
 @pytest.mark.parametrize("call,exc,msg", [
     (lambda t: t.exact_add("prim.nope", [1], "forward", {"port": 1}), KeyError,
      "no table 'prim.nope'"),
@@ -249,3 +249,24 @@ def test_decode_round_trip(tw):
 def test_validation(tw, call, exc, msg):
     with pytest.raises(exc, match=msg):
         call(tw)
+
+
+def test_apply_writes_sync_and_async(tw):
+    import asyncio
+
+    class Fake:
+        def __init__(self):
+            self.log = []
+
+        def mem_write(self, name, addr, word):
+            self.log.append((name, addr, word))
+
+    class AsyncFake(Fake):
+        async def mem_write(self, name, addr, word):
+            self.log.append((name, addr, word))
+
+    writes = tw.lpm_add("l3.routes", 0, 0, "drop") + tw.mcast_set(1, [(0, 5)])
+    f, af = Fake(), AsyncFake()
+    apply_writes(f, writes)
+    asyncio.run(apply_writes_async(af, writes))
+    assert f.log == af.log == writes

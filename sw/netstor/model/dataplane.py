@@ -239,6 +239,26 @@ class DataplaneModel:
     def counters(self) -> dict:
         return dict(self._counters)
 
+    # the same names as netstor.driver.CsrClient, so controller code runs on either
+    def counter_read(self, name) -> int:
+        return self.counter(name)
+
+    def counter_clear(self, name):
+        self.counter(name)
+        self._counters[name] = 0
+
+    @property
+    def register_names(self):
+        return list(self._regs)
+
+    @property
+    def counter_names(self):
+        return list(self._counters)
+
+    @property
+    def memory_names(self):
+        return list(self._mems)
+
     def _count(self, name, n=1):
         self._counters[name] += n
 
@@ -346,7 +366,9 @@ class DataplaneModel:
             put(u + 2, 2, phv["udp.dport"])
             new = bytes(out[l3 + 12:l3 + 20]) + bytes(out[u:u + 4])
             if phv["meta.hdr_type"] != 0:
-                # only the app words lying wholly inside the frame take part (see report)
+                # spec: "the 16 words of app that lie inside the frame". Reading: a word
+                # takes part only if both of its bytes are at offsets < L (a word cut by the
+                # frame end is left out; its in-frame byte is still written).
                 a = u + 8
                 nwords = max(0, min(APP_BYTES, L - a)) // 2
                 old += bytes(frame[a:a + 2 * nwords])
@@ -363,7 +385,9 @@ class DataplaneModel:
 
     # ---- elements ------------------------------------------------------------------------------
     def _assign(self, phv, writes):
-        """Apply ``[(field name, value)]`` (values already computed: parallel assignment)."""
+        """Apply ``[(field name, value)]`` (values already computed: parallel assignment).
+        Two writes to the same bits in one element (undefined by the spec) apply in list
+        order: the last one wins."""
         for name, value in writes:
             w = self._widths[name]
             value &= _mask(w)
@@ -383,7 +407,9 @@ class DataplaneModel:
         mem = self._mems[t.qualname]
         entry = None
         if t.kind == "exact":
-            # the hardware looks at the key's slot in each way, way 0 first (see report)
+            # spec: "hit if an entry with valid and key == pack(key) exists". Reading: the
+            # entry must sit at the key's slot in its way (the encoding's placement rule),
+            # as a hashed lookup finds it; ways are tried from 0, the first match wins.
             for way in range(t.ways):
                 addr = way * t.depth + hash_crc32(key, kw, seed=way) % t.depth
                 w = mem.words[addr]
@@ -405,7 +431,8 @@ class DataplaneModel:
             self._count(f"{t.qualname}.hit")
         aid, pword = entry & _mask(ab), entry >> ab
         if aid == 0 or aid > len(t.actions):
-            return          # 0: no action; ids beyond the last action do nothing either
+            return          # 0: no action; an id beyond the last action (a bad word from
+            # the host; the spec does not define it) does nothing either
         action = t.actions[aid - 1]
         env.params = action.unpack_params(pword)
         writes = [(s.field.name, s.value.eval(env)) for s in action.sets]
@@ -508,11 +535,14 @@ class DataplaneModel:
                 self._count("tm.bad_port")
             else:
                 copies.append((phv["meta.egress_port"], 0))
+            # the clone copy does not depend on the unicast/multicast copies existing
             to_recirc = bool(phv["meta.clone"])
         outputs = []
         for q, rid in copies:
             cp = dict(phv)
             cp["meta.egress_port"], cp["meta.rid"] = q, rid
+            # an egress element may set meta.drop (the language allows it); the spec gives it
+            # no meaning after the traffic manager, so the copy is still sent
             self._run(self.pipeline.egress_elements, cp)
             data = self.deparse(frame, cp)
             if q < P:       # wire TX: the host TX tuser when the packet came from host TX
@@ -527,7 +557,9 @@ class DataplaneModel:
                 self._count("tm.recirc_limit")
             else:
                 data = self.deparse(frame, phv)
-                # the recirculated pass has no tuser of its own (see report)
+                # the recirculated pass has no tuser of its own: the spec passes tuser only
+                # for packets that came from wire RX / host TX, and this pass came from the
+                # recirculation input, so its outputs carry tuser 0
                 outputs += self._pass(data, 2 * P, 0, arrival, recirc_count + 1,
                                       phv["meta.bridge"])
         return outputs
