@@ -1,0 +1,216 @@
+"""TX completion bookkeeping between Corundum's MAC-side completion tap and the host.
+
+Why this block exists
+---------------------
+Corundum's TX engine hands every host packet a tag (``tuser[16:1]`` on the TX stream) and
+waits for one completion ``(ts, tag)`` per packet on the ``*_tx_cpl`` stream before it frees
+the descriptor. Our data plane sits between host TX and wire TX, so the wire carries a mix of
+
+* host packets leaving on their own port ("own"): the MAC's completion belongs to the host
+  and must reach it untouched (it carries the PTP timestamp);
+* packets the data plane made or moved (wire RX forwarded to another port, clones, multicast
+  copies to other ports, recirculated packets, host packets redirected to another port): the
+  MAC also completes these, but the host never sent them under that tag on that port, so the
+  completion must be swallowed;
+
+and some host packets never reach their own port's MAC at all (dropped, redirected,
+recirculated, or their own-port copy was dropped by a full egress queue). The TX engine would
+wait for those forever, so the data plane *synthesises* a completion (``ts = 0``) for them.
+
+How it works (per port ``p``; ports are independent)
+----------------------------------------------------
+::
+
+    tx_start/tx_own/tx_tag --> [record FIFO: own, tag] --+
+                                                         | pop one record per MAC completion
+    s_cpl (MAC, always ready) ---------------------------+--> own:     [forward FIFO: ts, tag] --+
+                                                              not own: swallowed (counted)       +--> m_cpl
+    synth/synth_tag ----------------------------------------> [synth FIFO: tag] (ts = 0) --------+   (host)
+
+* ``tx_start[p]`` with ``tx_start_ready[p]`` records one packet leaving on wire TX ``p`` (pulse it
+  at the packet's first beat). ``tx_own[p]`` says whether its completion belongs to the host;
+  ``tx_tag[p]`` is the host tag (only used for own packets: checked against the completion).
+* Each completion on ``s_cpl`` pops the oldest record. **In-order assumption**: the MAC
+  completes the packets of one port in the order they left, exactly one completion per packet
+  (Corundum's CMAC path timestamps every frame in order). A completion whose tag differs from
+  an own record's tag still follows the record (the record order is the truth) and is counted
+  in ``cnt_tag_mismatch``; a completion arriving while no record is outstanding is dropped and
+  counted in ``cnt_unexpected``. ``s_cpl_ready`` is always 1: the completion tap is never stalled.
+* ``synth[p]`` with ``synth_ready[p]`` queues a completion ``(ts=0, tag=synth_tag[p])``.
+* ``m_cpl`` merges the forward and synth FIFOs, alternating between them when both hold
+  entries (round robin, so neither starves). Once ``m_cpl_valid`` is high, the presented entry is
+  held until ``m_cpl_ready`` (AXI-Stream rules).
+
+Ordering seen by the host: forwarded completions leave in record order and synthesised ones in
+``synth`` order, but the two are interleaved by arrival; Corundum matches a completion to its
+descriptor by tag, not by position.
+
+Flow control: ``tx_start_ready[p]`` is low while the outstanding records plus the forwarded
+completions not yet taken by the host fill ``depth`` entries, so a completion always finds room
+in the forward FIFO and nothing is lost while the host side is stalled; the TX output must hold
+its next packet until ``tx_start_ready`` is high again. ``synth_ready[p]`` is low while the synth
+FIFO is full.
+
+Counters (one-cycle pulses, one bit per port): ``cnt_forwarded`` (own completion accepted into
+the forward FIFO), ``cnt_swallowed`` (completion of a not-own packet), ``cnt_synthesised``
+(synth event accepted), ``cnt_unexpected`` (completion with no record, dropped),
+``cnt_tag_mismatch`` (own completion whose tag differs from the recorded one; still forwarded).
+
+Latency: ``s_cpl`` -> ``m_cpl`` 1 cycle (FIFO write then read) when the host is ready;
+``synth`` -> ``m_cpl`` 1 cycle. Throughput: one completion per cycle per port in and out.
+Resources per port: three synchronous FIFOs of ``depth`` entries (1+tag, ts+tag, tag bits).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["TxCompletions"]
+
+
+class TxCompletions(wiring.Component):
+    """Per-port TX completion filter and synthesiser (see the module docstring).
+
+    Parameters
+    ----------
+    n_ports : int
+        Number of wire ports ``P`` (Alveo: 2).
+    tag_width : int
+        Corundum's ``TX_TAG_WIDTH`` (16).
+    ts_width : int
+        Corundum's ``PTP_TS_WIDTH`` (96).
+    depth : int
+        Entries per port of each FIFO; also the maximum number of packets in flight between
+        ``tx_start`` and the host accepting their completion.
+
+    Vector ports are packed the way Corundum packs arrays: lane ``p`` at bits
+    ``[p*W +: W]``; index them as ``port[p]``.
+    """
+
+    def __init__(self, n_ports: int, tag_width: int = 16, ts_width: int = 96, depth: int = 64):
+        for name, value, low in (("n_ports", n_ports, 1), ("tag_width", tag_width, 1),
+                                 ("ts_width", ts_width, 1), ("depth", depth, 2)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, not {value!r}")
+            if value < low:
+                raise ValueError(f"{name} must be at least {low}, not {value}")
+        self.n_ports = n_ports
+        self.tag_width = tag_width
+        self.ts_width = ts_width
+        self.depth = depth
+        n = n_ports
+        tags = data.ArrayLayout(tag_width, n)
+        tss = data.ArrayLayout(ts_width, n)
+        super().__init__({
+            # packets leaving on wire TX
+            "tx_start": In(n),
+            "tx_own": In(n),
+            "tx_tag": In(tags),
+            "tx_start_ready": Out(n),
+            # host packets that will get no MAC completion of their own
+            "synth": In(n),
+            "synth_tag": In(tags),
+            "synth_ready": Out(n),
+            # completions from the MAC (Corundum s_axis_sync_tx_cpl)
+            "s_cpl_ts": In(tss),
+            "s_cpl_tag": In(tags),
+            "s_cpl_valid": In(n),
+            "s_cpl_ready": Out(n),
+            # completions to the host (Corundum m_axis_sync_tx_cpl)
+            "m_cpl_ts": Out(tss),
+            "m_cpl_tag": Out(tags),
+            "m_cpl_valid": Out(n),
+            "m_cpl_ready": In(n),
+            # counter pulses
+            "cnt_forwarded": Out(n),
+            "cnt_swallowed": Out(n),
+            "cnt_synthesised": Out(n),
+            "cnt_unexpected": Out(n),
+            "cnt_tag_mismatch": Out(n),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        tw, sw, depth = self.tag_width, self.ts_width, self.depth
+
+        for p in range(self.n_ports):
+            rec = m.submodules[f"records_{p}"] = SyncFIFO(width=1 + tw, depth=depth)
+            fwd = m.submodules[f"forward_{p}"] = SyncFIFO(width=sw + tw, depth=depth)
+            syn = m.submodules[f"synth_{p}"] = SyncFIFO(width=tw, depth=depth)
+
+            # -- records of packets leaving on wire TX ------------------------------------
+            # rec.level + fwd.level never exceeds depth, so the forward FIFO cannot overflow.
+            room = Signal(name=f"room_{p}")
+            m.d.comb += room.eq(rec.level + fwd.level < depth)
+            m.d.comb += [
+                self.tx_start_ready[p].eq(room),
+                rec.w_en.eq(self.tx_start[p] & room),
+                rec.w_data.eq(Cat(self.tx_own[p], self.tx_tag[p])),
+            ]
+
+            # -- MAC completions: pop one record each -----------------------------------
+            rec_own = rec.r_data[0]
+            rec_tag = rec.r_data[1:]
+            cpl = self.s_cpl_valid[p]
+            m.d.comb += [
+                self.s_cpl_ready[p].eq(1),
+                rec.r_en.eq(cpl),
+                fwd.w_en.eq(cpl & rec.r_rdy & rec_own),
+                fwd.w_data.eq(Cat(self.s_cpl_ts[p], self.s_cpl_tag[p])),
+                self.cnt_forwarded[p].eq(cpl & rec.r_rdy & rec_own),
+                self.cnt_swallowed[p].eq(cpl & rec.r_rdy & ~rec_own),
+                self.cnt_unexpected[p].eq(cpl & ~rec.r_rdy),
+                self.cnt_tag_mismatch[p].eq(cpl & rec.r_rdy & rec_own
+                                            & (rec_tag != self.s_cpl_tag[p])),
+            ]
+
+            # -- synthesised completions ------------------------------------------------
+            m.d.comb += [
+                self.synth_ready[p].eq(syn.w_rdy),
+                syn.w_en.eq(self.synth[p]),
+                syn.w_data.eq(self.synth_tag[p]),
+                self.cnt_synthesised[p].eq(self.synth[p] & syn.w_rdy),
+            ]
+
+            # -- merge to the host ------------------------------------------------------
+            # sel: 0 = forward FIFO, 1 = synth FIFO. While an entry is presented and not
+            # taken (hold), the choice is frozen so the payload stays stable.
+            hold = Signal(name=f"hold_{p}")
+            held_sel = Signal(name=f"held_sel_{p}")
+            last_sel = Signal(name=f"last_sel_{p}")
+            sel = Signal(name=f"sel_{p}")
+            with m.If(hold):
+                m.d.comb += sel.eq(held_sel)
+            with m.Elif(fwd.r_rdy & syn.r_rdy):
+                m.d.comb += sel.eq(~last_sel)
+            with m.Else():
+                m.d.comb += sel.eq(~fwd.r_rdy)
+            valid = Signal(name=f"valid_{p}")
+            m.d.comb += valid.eq(Cat(fwd.r_rdy, syn.r_rdy).bit_select(sel, 1))
+            take = valid & self.m_cpl_ready[p]
+            m.d.comb += [
+                self.m_cpl_valid[p].eq(valid),
+                fwd.r_en.eq(take & ~sel),
+                syn.r_en.eq(take & sel),
+            ]
+            with m.If(sel):
+                m.d.comb += [
+                    self.m_cpl_ts[p].eq(Const(0, sw)),
+                    self.m_cpl_tag[p].eq(syn.r_data),
+                ]
+            with m.Else():
+                m.d.comb += [
+                    self.m_cpl_ts[p].eq(fwd.r_data[:sw]),
+                    self.m_cpl_tag[p].eq(fwd.r_data[sw:]),
+                ]
+            m.d.sync += [
+                hold.eq(valid & ~self.m_cpl_ready[p]),
+                held_sel.eq(sel),
+            ]
+            with m.If(take):
+                m.d.sync += last_sel.eq(sel)
+
+        return m
