@@ -213,6 +213,9 @@ def test_core_config_validation():
         CoreConfig(tx_user_width=18)
     text = mqnic_app_block_verilog({"n_ports": 4})
     assert "PORT_COUNT == 4" in text
+    # Corundum's names work too; the user widths follow the tag/timestamp widths
+    assert CoreConfig.coerce({"PORT_COUNT": 3, "TX_TAG_WIDTH": 8}) == \
+        CoreConfig(n_ports=3, tag_width=8, tx_user_width=9)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,3 +243,133 @@ def test_tx_completions_arguments():
         TxCompletions(2, depth=1)
     with pytest.raises(TypeError):
         TxCompletions(2, tag_width=16.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# board build: dry run against a fake Corundum tree
+# ---------------------------------------------------------------------------------------------
+
+FAKE_MAKEFILE = """\
+FPGA_PART = xcu250-figd2104-2-e
+FPGA_TOP = fpga
+SYN_FILES = rtl/fpga_au200.v
+SYN_FILES += rtl/fpga_core.v
+SYN_FILES += lib/axis/rtl/axis_fifo.v
+
+XDC_FILES = fpga_au200.xdc
+
+include ../common/vivado.mk
+"""
+
+FAKE_CONFIG = """\
+set params [dict create]
+dict set params IF_COUNT "{if_count}"
+dict set params PORTS_PER_IF "1"
+dict set params APP_ID "32'h00000000"
+dict set params APP_ENABLE "0"
+dict set params AXIL_APP_CTRL_ADDR_WIDTH "24"
+set_property generic $param_list [get_filesets sources_1]
+"""
+
+
+def fake_corundum(root: Path, boards={"AU250": 2, "AU280": 2, "AU50": 1}) -> Path:
+    top = root / "fpga" / "mqnic" / "Alveo" / "fpga_100g"
+    (top / "common").mkdir(parents=True)
+    (top / "common" / "vivado.mk").write_text("# fake\n")
+    (root / "fpga" / "app").mkdir(parents=True)
+    (top / "app").symlink_to(Path("..") / ".." / ".." / "app")
+    for board, ifc in boards.items():
+        d = top / f"fpga_{board}"
+        d.mkdir()
+        (d / "Makefile").write_text(FAKE_MAKEFILE)
+        (d / "config.tcl").write_text(FAKE_CONFIG.format(if_count=ifc))
+    return root
+
+
+def fake_rtl(d: Path, cfg=None) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "mqnic_app_block.v").write_text(mqnic_app_block_verilog(cfg))
+    (d / "netstor_core.v").write_text(stub_core_verilog(cfg))
+    (d / "rank_core.v").write_text("module rank_core; endmodule\n")
+    return d
+
+
+def run_board_script(*args):
+    return subprocess.run([sys.executable, str(ROOT / "boards" / "build_corundum.py"), *args],
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("board", ["AU250", "AU280"])
+def test_board_build_dry_run(tmp_path, board):
+    cdir = fake_corundum(tmp_path / "corundum")
+    rtl = fake_rtl(tmp_path / "rtl")
+    r = run_board_script("--board", board, "--corundum-dir", str(cdir), "--rtl-dir", str(rtl),
+                         "--dry-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "would run: make -C" in r.stdout
+    top = cdir / "fpga" / "mqnic" / "Alveo" / "fpga_100g"
+    build = top / f"fpga_{board}_app_netstor"
+    # RTL copied into fpga/app/netstor/rtl
+    app = cdir / "fpga" / "app" / "netstor" / "rtl"
+    for f in ("mqnic_app_block.v", "netstor_core.v", "rank_core.v"):
+        assert (app / f).read_text() == (rtl / f).read_text()
+    # Makefile: the board's, plus our files after the last SYN_FILES line
+    mk = (build / "Makefile").read_text()
+    syn = [ln for ln in mk.splitlines() if ln.startswith("SYN_FILES")]
+    assert syn[:3] == ["SYN_FILES = rtl/fpga_au200.v", "SYN_FILES += rtl/fpga_core.v",
+                       "SYN_FILES += lib/axis/rtl/axis_fifo.v"]
+    assert syn[3:] == ["SYN_FILES += app/netstor/rtl/mqnic_app_block.v",
+                       "SYN_FILES += app/netstor/rtl/netstor_core.v",
+                       "SYN_FILES += app/netstor/rtl/rank_core.v"]
+    assert "include ../common/vivado.mk" in mk
+    for ln in syn[3:]:  # paths resolve from fpga_100g/, as vivado.mk uses them
+        assert (top / ln.split("+= ")[1]).exists()
+    # config.tcl: APP_ENABLE=1 and our APP_ID, the rest untouched
+    cfg = (build / "config.tcl").read_text()
+    assert 'dict set params APP_ENABLE "1"' in cfg
+    assert f"dict set params APP_ID \"32'h{APP_ID:08X}\"" in cfg
+    assert 'dict set params APP_ENABLE "0"' not in cfg
+    assert 'dict set params AXIL_APP_CTRL_ADDR_WIDTH "24"' in cfg
+    man = json.loads((build / "netstor_build.json").read_text())
+    assert man["board"] == board and man["app_id"] == f"32'h{APP_ID:08X}" and man["ports"] == 2
+    # the plain build directory is untouched
+    assert (top / f"fpga_{board}" / "Makefile").read_text() == FAKE_MAKEFILE
+    # a second run reuses the directory
+    r = run_board_script("--board", board, "--corundum-dir", str(cdir), "--rtl-dir", str(rtl),
+                         "--dry-run", "--link")
+    assert r.returncode == 0, r.stderr
+    assert (app / "netstor_core.v").is_symlink()
+
+
+def test_board_build_refuses_mismatches(tmp_path):
+    cdir = fake_corundum(tmp_path / "corundum")
+    rtl = fake_rtl(tmp_path / "rtl")
+    # AU50: one port, core built for two
+    r = run_board_script("--board", "AU50", "--corundum-dir", str(cdir), "--rtl-dir", str(rtl),
+                         "--dry-run")
+    assert r.returncode == 1 and "1 port(s)" in r.stderr
+    # APP_ID other than the wrapper's
+    r = run_board_script("--board", "AU250", "--corundum-dir", str(cdir), "--rtl-dir", str(rtl),
+                         "--dry-run", "--app-id", "0x12340001")
+    assert r.returncode == 1 and "APP_ID" in r.stderr
+    # not a Corundum tree
+    r = run_board_script("--board", "AU250", "--corundum-dir", str(tmp_path / "nothing"),
+                         "--rtl-dir", str(rtl), "--dry-run")
+    assert r.returncode == 1 and "Corundum checkout" in r.stderr
+    # no core generated
+    (rtl / "netstor_core.v").unlink()
+    r = run_board_script("--board", "AU250", "--corundum-dir", str(cdir), "--rtl-dir", str(rtl),
+                         "--dry-run")
+    assert r.returncode == 1 and "make rtl" in r.stderr
+
+
+def test_board_makefile_dry_run(tmp_path):
+    """boards/Makefile passes the board and DRY_RUN through (its 'rtl' prerequisite skipped)."""
+    cdir = fake_corundum(tmp_path / "corundum")
+    rtl = fake_rtl(tmp_path / "rtl")
+    r = subprocess.run(["make", "-C", str(ROOT / "boards"), "-o", "rtl", "AU280",
+                        f"CORUNDUM_DIR={cdir}", f"RTL_DIR={rtl}", "DRY_RUN=1",
+                        f"PY={sys.executable}"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (cdir / "fpga" / "mqnic" / "Alveo" / "fpga_100g" / "fpga_AU280_app_netstor"
+            / "config.tcl").exists()

@@ -57,6 +57,8 @@ class CoreConfig:
     app_id: int = APP_ID
     core_module: str = "netstor_core"
 
+    # ``CoreConfig.coerce`` also takes Corundum's names for these fields (see _CORUNDUM_ALIASES).
+
     def __post_init__(self):
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
@@ -84,11 +86,34 @@ class CoreConfig:
             return params
         if isinstance(params, Mapping):
             known = {f.name for f in dataclasses.fields(cls)}
-            unknown = set(params) - known
-            if unknown:
-                raise ValueError(f"unknown CoreConfig keys: {sorted(unknown)}; known: {sorted(known)}")
-            return cls(**params)
+            kw = {}
+            for key, value in params.items():
+                field = _CORUNDUM_ALIASES.get(key, key)
+                if field not in known:
+                    raise ValueError(f"unknown CoreConfig key {key!r}; known: {sorted(known)} "
+                                     f"or Corundum names {sorted(_CORUNDUM_ALIASES)}")
+                if field in kw and kw[field] != value:
+                    raise ValueError(f"{key!r} given twice with different values")
+                kw[field] = value
+            # Corundum derives the user widths from the tag and timestamp widths.
+            if "tag_width" in kw and "tx_user_width" not in kw:
+                kw["tx_user_width"] = kw["tag_width"] + 1
+            if "ts_width" in kw and "rx_user_width" not in kw:
+                kw["rx_user_width"] = kw["ts_width"] + 1
+            return cls(**kw)
         raise TypeError(f"params must be None, a CoreConfig or a mapping, not {type(params).__name__}")
+
+
+#: Corundum parameter names accepted by :meth:`CoreConfig.coerce` in place of field names.
+_CORUNDUM_ALIASES = {
+    "PORT_COUNT": "n_ports",
+    "AXIS_SYNC_DATA_WIDTH": "data_width",
+    "AXIS_SYNC_TX_USER_WIDTH": "tx_user_width",
+    "AXIS_SYNC_RX_USER_WIDTH": "rx_user_width",
+    "PTP_TS_WIDTH": "ts_width",
+    "TX_TAG_WIDTH": "tag_width",
+    "APP_ID": "app_id",
+}
 
 
 # ---------------------------------------------------------------------------------------------
