@@ -1,0 +1,1 @@
+"""netstor gateware: Amaranth components of the data plane."""
