@@ -234,7 +234,6 @@ def test_tx_completions_cocotb(n_ports, depth):
                                   "TXC_TAG_WIDTH": "16", "TXC_TS_WIDTH": "96"})
 
 
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_tx_completions_arguments():
     from netstor.gateware.tx_completion import TxCompletions
     with pytest.raises(ValueError):

@@ -93,10 +93,14 @@ class TxCompletions(wiring.Component):
     def __init__(self, n_ports: int, tag_width: int = 16, ts_width: int = 96, depth: int = 64):
         for name, value, low in (("n_ports", n_ports, 1), ("tag_width", tag_width, 1),
                                  ("ts_width", ts_width, 1), ("depth", depth, 2)):
+            bad = None
             if not isinstance(value, int) or isinstance(value, bool):
-                raise TypeError(f"{name} must be an int, not {value!r}")
-            if value < low:
-                raise ValueError(f"{name} must be at least {low}, not {value}")
+                bad = TypeError(f"{name} must be an int, not {value!r}")
+            elif value < low:
+                bad = ValueError(f"{name} must be at least {low}, not {value}")
+            if bad is not None:
+                self._MustUse__silence = True  # never built: no "unused elaboratable" warning
+                raise bad
         self.n_ports = n_ports
         self.tag_width = tag_width
         self.ts_width = ts_width
