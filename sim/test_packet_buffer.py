@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from harness import elaborate, run_cocotb
 from netstor.gateware.axis import LEN_WIDTH
-from netstor.gateware.packet_buffer import PacketBuffer
+from netstor.gateware.packet_buffer import EgressQueue, PacketBuffer
 
 
 class PacketBufferTop(wiring.Component):
@@ -42,6 +42,38 @@ class PacketBufferTop(wiring.Component):
             self.m_axis_tvalid.eq(d.o.valid), d.o.ready.eq(self.m_axis_tready),
             self.drop_runt.eq(d.drop_runt), self.drop_oversize.eq(d.drop_oversize),
             self.drop_error.eq(d.drop_error), self.drop_full.eq(d.drop_full),
+        ]
+        return m
+
+
+class EgressQueueTop(wiring.Component):
+    """EgressQueue with its streams flattened (``s_axis_len``/``m_axis_len`` sideband)."""
+
+    def __init__(self, **kwargs):
+        self.dut = EgressQueue(**kwargs)
+        dw, uw = kwargs["data_width"], kwargs["user_width"]
+        super().__init__({
+            "s_axis_tdata": In(dw), "s_axis_tkeep": In(dw // 8), "s_axis_tvalid": In(1),
+            "s_axis_tready": Out(1), "s_axis_tlast": In(1), "s_axis_tuser": In(uw),
+            "s_axis_len": In(LEN_WIDTH),
+            "m_axis_tdata": Out(dw), "m_axis_tkeep": Out(dw // 8), "m_axis_tvalid": Out(1),
+            "m_axis_tready": In(1), "m_axis_tlast": Out(1), "m_axis_tuser": Out(uw),
+            "m_axis_len": Out(LEN_WIDTH), "drop_full": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = d = self.dut
+        m.d.comb += [
+            d.i.payload.data.eq(self.s_axis_tdata), d.i.payload.keep.eq(self.s_axis_tkeep),
+            d.i.payload.last.eq(self.s_axis_tlast), d.i.payload.user.eq(self.s_axis_tuser),
+            d.i.payload.len.eq(self.s_axis_len),
+            d.i.valid.eq(self.s_axis_tvalid), self.s_axis_tready.eq(d.i.ready),
+            self.m_axis_tdata.eq(d.o.payload.data), self.m_axis_tkeep.eq(d.o.payload.keep),
+            self.m_axis_tlast.eq(d.o.payload.last), self.m_axis_tuser.eq(d.o.payload.user),
+            self.m_axis_len.eq(d.o.payload.len),
+            self.m_axis_tvalid.eq(d.o.valid), d.o.ready.eq(self.m_axis_tready),
+            self.drop_full.eq(d.drop_full),
         ]
         return m
 
@@ -96,7 +128,28 @@ def test_packet_buffer(case):
                build_args=["--output-split", "0"])
 
 
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+EGRESS_CASES = {
+    "w64": (dict(data_width=64, user_width=2, depth_beats=32),
+            dict(EQ_NPKT=150, EQ_OUT_STALL=0.5, EQ_SEED=1)),
+    "w512": (dict(data_width=512, user_width=17, depth_beats=16),
+             dict(EQ_NPKT=80, EQ_OUT_STALL=0.4, EQ_SEED=2)),
+}
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("case", list(EGRESS_CASES))
+def test_egress_queue(case):
+    kwargs, tb = EGRESS_CASES[case]
+    top = EgressQueueTop(**kwargs)
+    env = {"EQ_DW": kwargs["data_width"], "EQ_UW": kwargs["user_width"],
+           "EQ_DEPTH": kwargs["depth_beats"], **tb}
+    run_cocotb(f"packet_buffer_egress_{case}", "cocotb_packet_buffer_egress",
+               toplevel="egress_queue_top",
+               verilog_text=elaborate(top, "egress_queue_top"),
+               extra_env={k: str(v) for k, v in env.items()},
+               build_args=["--output-split", "0"])
+
+
 def test_packet_buffer_rejects_bad_args():
     with pytest.raises(ValueError):
         PacketBuffer(data_width=64, user_width=1, depth_beats=100, backpressure=False,

@@ -4,7 +4,7 @@ from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .axis import PORT_WIDTH, arb_layout, axis_signature, pkt_layout
+from .axis import PORT_WIDTH, arb_layout, axis_signature, checked_init, pkt_layout
 
 __all__ = ["IngressArbiter"]
 
@@ -34,6 +34,7 @@ class IngressArbiter(wiring.Component):
     Throughput: 1 beat per clock.
     """
 
+    @checked_init
     def __init__(self, n_inputs, data_width=512, user_width=1):
         if not isinstance(n_inputs, int) or not 1 <= n_inputs <= 2 ** PORT_WIDTH:
             raise ValueError(f"n_inputs must be an integer in 1..{2 ** PORT_WIDTH}, "
@@ -98,4 +99,6 @@ class IngressArbiter(wiring.Component):
                 grant.eq(sel),
                 busy.eq(~sel_payload.last),
             ]
+        # exposed for formal harnesses (not ports)
+        self._dbg = dict(busy=busy, grant=grant, last_grant=last_grant)
         return m

@@ -13,11 +13,13 @@ Byte order is AXI-Stream's: byte ``k`` of a beat is ``data[8k+7:8k]`` and is pre
 arbiter took the packet from.
 """
 
+import functools
+
 from amaranth.hdl import Value
 from amaranth.lib import data, stream
 
 __all__ = ["LEN_WIDTH", "PORT_WIDTH", "beat_layout", "pkt_layout", "arb_layout",
-           "axis_signature", "keep_count", "beats_for_len"]
+           "axis_signature", "keep_count", "beats_for_len", "checked_init"]
 
 #: Width of the ``len`` field: frames up to 16383 bytes.
 LEN_WIDTH = 14
@@ -91,3 +93,16 @@ def beats_for_len(length, bytes_per_beat):
     """``ceil(length / bytes_per_beat)`` for an Amaranth value ``length`` (power-of-two beats)."""
     shift = bytes_per_beat.bit_length() - 1
     return (Value.cast(length) + (bytes_per_beat - 1)) >> shift
+
+
+def checked_init(init):
+    """Decorate a component's ``__init__``: a rejected argument raises without Amaranth's
+    "created but never used" warning for the half-built object."""
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        try:
+            init(self, *args, **kwargs)
+        except Exception:
+            self._MustUse__silence = True
+            raise
+    return wrapper

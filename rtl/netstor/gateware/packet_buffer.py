@@ -11,8 +11,8 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .axis import (LEN_WIDTH, axis_signature, beat_layout, beats_for_len, keep_count,
-                   pkt_layout)
+from .axis import (LEN_WIDTH, axis_signature, beat_layout, beats_for_len, checked_init,
+                   keep_count, pkt_layout)
 
 __all__ = ["PacketBuffer", "EgressQueue", "MIN_FRAME"]
 
@@ -36,9 +36,11 @@ class PacketBuffer(wiring.Component):
     last beat of the previous one on the next cycle (no bubble between ready packets).
 
     Length: ``L = (beats - 1) * data_width/8 + popcount(keep of the last beat)``; beats other
-    than the last are assumed full (as Corundum's MACs and FIFOs produce them). ``o`` carries
-    the stored ``keep`` of each beat, ``last`` on the packet's final beat, and
-    ``user`` = ``tuser`` of the packet's first beat.
+    than the last are assumed full (as Corundum's MACs and FIFOs produce them). A last beat
+    with ``keep == 0`` is not stored (the beat before it becomes the last), so every packet on
+    ``o`` has exactly ``ceil(len / (data_width/8))`` beats, which :class:`EgressQueue` and the
+    pipeline rely on. ``o`` carries the stored ``keep`` of each beat, ``last`` on the packet's
+    final beat, and ``user`` = ``tuser`` of the packet's first beat.
 
     Drop rules, decided when the last beat is accepted, first matching reason wins (each a
     one-cycle pulse one clock after that beat; exactly one pulse per dropped frame):
@@ -63,6 +65,7 @@ class PacketBuffer(wiring.Component):
     accepted on ``i`` (when the output is idle). Throughput: 1 beat per clock in and out.
     """
 
+    @checked_init
     def __init__(self, *, data_width=512, user_width, depth_beats, max_packets=32,
                  backpressure, max_frame=9216, error_bit):
         _check_depth("depth_beats", depth_beats)
@@ -162,10 +165,13 @@ class PacketBuffer(wiring.Component):
             self.drop_runt.eq(0), self.drop_oversize.eq(0),
             self.drop_error.eq(0), self.drop_full.eq(0),
         ]
+        # A last beat without any byte (tkeep == 0, legal AXI-Stream, never from Corundum) is
+        # not kept, so that a packet always has ceil(len / bytes_per_beat) beats.
+        nonempty = self.i.payload.keep != 0
         m.d.comb += [
             w_desc.len.eq(length),
             w_desc.user.eq(cur_user),
-            w_desc.beats.eq(cur_idx + 1),
+            w_desc.beats.eq(cur_idx + nonempty),
         ]
         with m.If(accept):
             with m.If(first):
@@ -182,7 +188,7 @@ class PacketBuffer(wiring.Component):
                     m.d.sync += [self.drop_full.eq(1), wr_ptr.eq(start_ptr)]
                 with m.Else():
                     m.d.comb += dfifo.w_en.eq(1)
-                    m.d.sync += [wr_ptr.eq(wr_ptr + 1), start_ptr.eq(wr_ptr + 1)]
+                    m.d.sync += [wr_ptr.eq(wr_ptr + nonempty), start_ptr.eq(wr_ptr + nonempty)]
             with m.Else():
                 m.d.sync += [
                     first.eq(0),
@@ -259,6 +265,7 @@ class EgressQueue(wiring.Component):
     Throughput: 1 beat per clock in and out.
     """
 
+    @checked_init
     def __init__(self, *, data_width=512, user_width, depth_beats):
         _check_depth("depth_beats", depth_beats)
         layout = pkt_layout(data_width, user_width)
