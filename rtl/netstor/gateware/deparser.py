@@ -31,7 +31,7 @@ PREP_LATENCY = 2
 
 def ones_sum_fold(m, total, name):
     """Fold a wide sum of 16-bit words into 16 bits with end-around carry."""
-    a = Signal(len(total) - 15 if len(total) > 16 else 17, name=f"{name}_f1")
+    a = Signal(max(17, len(total) - 15), name=f"{name}_f1")
     b = Signal(17, name=f"{name}_f2")
     m.d.comb += a.eq(total[:16] + total[16:])
     m.d.comb += b.eq(a[:16] + a[16:])
