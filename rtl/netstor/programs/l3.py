@@ -6,7 +6,8 @@ entries): ``route(port, dmac, smac)`` sends the packet out of ``port`` with new 
 addresses and TTL - 1; ``to_host()`` leaves it on the default path (to the host);
 ``drop()`` drops it. Miss: the default action (``to_host`` at reset, settable from the host).
 
-Packets with TTL <= 1 or an IPv4 parse error are not routed: they go to the host (as a
+Packets with TTL <= 1 or a malformed IPv4 header are not routed (fragments and UDP-level
+errors are: routing only needs a valid IPv4 header): they go to the host (as a
 router punts them to its control plane).
 """
 from netstor.lang import Program, Action, Set, Table, Compute, F
@@ -24,7 +25,7 @@ def make_l3(n_ports=2):
     to_host = Action("to_host")
     drop = Action("drop", {}, lambda a: [Set(F.meta.drop, 1)])
     p.add(Compute("classify", [
-        Set(routable, F.meta.ipv4_valid & (F.meta.parse_error == 0) & (F.meta.hdr_type == 0)
+        Set(routable, F.meta.ipv4_valid & (F.meta.hdr_type == 0)
             & (F.meta.ingress_port < n_ports) & (F.ipv4.ttl > 1)),
     ]))
     p.add(Table("routes", kind="lpm", key=[F.ipv4.dst], size=64,
