@@ -14,7 +14,7 @@ all: rtl
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.lock
-	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PY) -c "import site, pathlib; pathlib.Path(site.getsitepackages()[0], 'netstor-dev.pth').write_text('$(CURDIR)/rtl\n$(CURDIR)/sw\n$(CURDIR)/sim\n')"
 	touch $@
 
 venv: $(STAMP)

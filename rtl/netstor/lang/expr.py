@@ -30,6 +30,15 @@ def _mask(width):
     return (1 << width) - 1
 
 
+def _fit(value, width):
+    """An Amaranth value of exactly ``width`` bits: zero-extended or truncated."""
+    from amaranth.hdl import Cat as HCat, Const as HConst
+    v = value.as_unsigned()
+    if len(v) < width:
+        v = HCat(v, HConst(0, width - len(v)))
+    return v[:width]
+
+
 class Expr:
     width: int
 
@@ -206,7 +215,7 @@ class _BinOp(Expr):
             r = a | b
         else:
             r = a ^ b
-        return r.as_unsigned()[:w] if len(r) > w else r.as_unsigned()
+        return _fit(r, w)
 
     def refs(self):
         yield from self.a.refs()
@@ -242,7 +251,7 @@ class _Invert(Expr):
         return ~self.a.eval(env) & _mask(self.width)
 
     def hw(self, env):
-        return (~self.a.hw(env).as_unsigned())[:self.width]
+        return ~_fit(self.a.hw(env), self.width)
 
     def refs(self):
         yield from self.a.refs()
@@ -259,9 +268,9 @@ class _Shift(Expr):
         return ((v << self.n) if self.op == "<<" else (v >> self.n)) & _mask(self.width)
 
     def hw(self, env):
-        v = self.a.hw(env).as_unsigned()
+        v = _fit(self.a.hw(env), self.width)
         r = v.shift_left(self.n) if self.op == "<<" else v.shift_right(self.n)
-        return r[:self.width]
+        return _fit(r, self.width)
 
     def refs(self):
         yield from self.a.refs()
@@ -275,7 +284,7 @@ class _Slice(Expr):
         return (self.a.eval(env) >> self.lo) & _mask(self.width)
 
     def hw(self, env):
-        return self.a.hw(env).as_unsigned()[self.lo:self.hi]
+        return _fit(self.a.hw(env), self.a.width)[self.lo:self.hi]
 
     def refs(self):
         yield from self.a.refs()
@@ -297,7 +306,7 @@ class _Cat(Expr):
 
     def hw(self, env):
         from amaranth.hdl import Cat as HCat
-        return HCat(*[p.hw(env).as_unsigned()[:p.width] for p in self.parts])
+        return HCat(*[_fit(p.hw(env), p.width) for p in self.parts])
 
     def refs(self):
         for p in self.parts:
@@ -314,7 +323,8 @@ class _Mux(Expr):
 
     def hw(self, env):
         from amaranth.hdl import Mux as HMux
-        return HMux(self.c.hw(env).any(), self.a.hw(env), self.b.hw(env))
+        return HMux(self.c.hw(env).any(), _fit(self.a.hw(env), self.width),
+                    _fit(self.b.hw(env), self.width))
 
     def refs(self):
         yield from self.c.refs()
