@@ -6,7 +6,8 @@ writes ``build/formal/<name>/job.sby`` and runs
 (the binaries next to ``sys.executable``, i.e. the project virtualenv). Returns ``True`` on
 PASS; raises ``AssertionError`` with the tail of the log otherwise.
 
-``convert_harness(name, harness)`` writes an Amaranth elaboratable as RTLIL for it.
+``convert_harness(name, harness, platform=None)`` writes an Amaranth elaboratable as RTLIL
+for it.
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ def _tool(name):
     return found
 
 
-def convert_harness(name, harness, top="top"):
-    """Amaranth elaboratable -> ``build/formal/<name>/<top>.il`` (path returned)."""
+def convert_harness(name, harness, top="top", platform=None):
+    """Amaranth elaboratable -> ``build/formal/<name>/<top>.il`` (path returned).
+
+    ``platform="formal"`` makes library blocks that carry their own formal invariants
+    (``amaranth.lib.fifo.SyncFIFO``: pointer/level consistency) emit them."""
     from amaranth.back import rtlil
-    text = rtlil.convert(harness, name=top, ports=None)
+    text = rtlil.convert(harness, name=top, ports=None, platform=platform)
     out = BUILD / name
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{top}.il"
