@@ -32,7 +32,6 @@ from __future__ import annotations
 from amaranth.hdl import Signal, Module, Cat, Const, Mux
 from amaranth.lib import data, wiring, stream
 from amaranth.lib.wiring import In, Out
-from amaranth.lib.memory import Memory
 
 from netstor.lang.program import Table
 from .axis import beat_layout, pkt_layout
@@ -42,6 +41,7 @@ from .parser import Parser, FIRST_TO_PHV, orig_layout
 from .stages import build_element, HwEnv
 from .delay import DelayLine
 from .deparser import DeparsePrep, PREP_LATENCY, merge_beat
+from .traffic_manager import TrafficManager
 
 __all__ = ["Datapath", "RX_USER", "TX_USER", "TM_LATENCY"]
 
@@ -168,63 +168,40 @@ class Datapath(wiring.Component):
                                             prefix=f"i{idx}_{e.program.name}_{e.name}")
             S += lat
 
-        # ---- traffic manager ---------------------------------------------------------------
-        env = HwEnv(pl, phv)
-        f = env.field
-        mc = Memory(shape=nout + 16 * nout, depth=pl.mcast_groups, init=[])
-        m.submodules.mcast = mc
-        mc_rp, mc_wp, mc_hp = mc.read_port(), mc.write_port(), mc.read_port()
-        gbits = max(1, (pl.mcast_groups - 1).bit_length())
-        m.d.comb += [mc_rp.addr.eq(f("meta.mcast_group")[:gbits]), mc_rp.en.eq(1)]
+        # ---- traffic manager (traffic_manager.py) ------------------------------------------
+        f = HwEnv(pl, phv).field
+        tm = TrafficManager(nout, pl.mcast_groups, pl.max_recirc,
+                            group_width=pl.field_width("meta.mcast_group"),
+                            port_width=pl.field_width("meta.egress_port"),
+                            count_width=pl.field_width("meta.recirc_count"))
+        m.submodules.tm = tm
         port = self.mcast_port
-        mpend = Signal()
-        m.d.comb += [mc_wp.addr.eq(port.addr), mc_wp.data.eq(port.wdata),
-                     mc_wp.en.eq(port.req & port.we & ~port.ack),
-                     mc_hp.addr.eq(port.addr), mc_hp.en.eq(1), port.rdata.eq(mc_hp.data)]
-        m.d.sync += [mpend.eq(port.req & ~mpend & ~port.ack), port.ack.eq(mpend)]
-
-        t1_valid = Signal()
-        t1_phv = Signal(data.StructLayout(pl.phv.layout()))
-        m.d.sync += [t1_valid.eq(valid), t1_phv.eq(phv)]
-        f1 = HwEnv(pl, t1_phv).field
-        group = f1("meta.mcast_group")
-        entry = mc_rp.data
-        in_range_group = group < pl.mcast_groups
-        drop = f1("meta.drop")
-        recirc = f1("meta.recirc")
-        mask = Signal(nout)
-        rids = [Signal(16, name=f"rid{q}") for q in range(nout)]
-        egp = f1("meta.egress_port")
-        with m.If(drop | recirc):
-            m.d.comb += mask.eq(0)
-        with m.Elif(group != 0):
-            m.d.comb += mask.eq(Mux(in_range_group, entry[:nout], 0))
-            for q in range(nout):
-                m.d.comb += rids[q].eq(entry[nout + 16 * q:nout + 16 * q + 16])
-        with m.Else():
-            for q in range(nout):
-                m.d.comb += mask[q].eq(egp == q)
-        want_rc = ~drop & (recirc | f1("meta.clone"))
-        limit = f1("meta.recirc_count") >= pl.max_recirc
-        rc = want_rc & ~limit
         m.d.comb += [
-            self.ctr["tm.drop"].eq(t1_valid & drop),
-            self.ctr["tm.mcast_empty"].eq(t1_valid & ~drop & ~recirc & (group != 0) & (mask == 0)),
-            self.ctr["tm.bad_port"].eq(t1_valid & ~drop & ~recirc & (group == 0) & (egp >= nout)),
-            self.ctr["tm.recirc_limit"].eq(t1_valid & want_rc & limit),
+            tm.i_valid.eq(valid), tm.i_drop.eq(f("meta.drop")), tm.i_recirc.eq(f("meta.recirc")),
+            tm.i_clone.eq(f("meta.clone")), tm.i_group.eq(f("meta.mcast_group")),
+            tm.i_egress_port.eq(f("meta.egress_port")),
+            tm.i_recirc_count.eq(f("meta.recirc_count")),
+            tm.mc_req.eq(port.req), tm.mc_we.eq(port.we), tm.mc_addr.eq(port.addr),
+            tm.mc_wdata.eq(port.wdata), port.ack.eq(tm.mc_ack), port.rdata.eq(tm.mc_rdata),
+            self.ctr["tm.drop"].eq(tm.cnt_drop),
+            self.ctr["tm.mcast_empty"].eq(tm.cnt_mcast_empty),
+            self.ctr["tm.bad_port"].eq(tm.cnt_bad_port),
+            self.ctr["tm.recirc_limit"].eq(tm.cnt_recirc_limit),
         ]
+        t1_phv = Signal(data.StructLayout(pl.phv.layout()))
+        m.d.sync += t1_phv.eq(phv)
         # per copy: registered (valid, phv with egress_port/rid)
         copies = []
         for q in range(nout):
             cv = Signal(name=f"copy{q}_valid")
             cp = Signal(data.StructLayout(pl.phv.layout()), name=f"copy{q}_phv")
-            m.d.sync += [cv.eq(t1_valid & mask[q]), cp.eq(t1_phv)]
+            m.d.sync += [cv.eq(tm.copy_valid[q]), cp.eq(t1_phv)]
             e = HwEnv(pl, cp).field
-            m.d.sync += [e("meta.egress_port").eq(q), e("meta.rid").eq(rids[q])]
+            m.d.sync += [e("meta.egress_port").eq(q), e("meta.rid").eq(tm.copy_rid[q])]
             copies.append((cv, cp))
         rv = Signal(name="copyr_valid")
         rp = Signal(data.StructLayout(pl.phv.layout()), name="copyr_phv")
-        m.d.sync += [rv.eq(t1_valid & rc), rp.eq(t1_phv)]
+        m.d.sync += [rv.eq(tm.recirc_valid), rp.eq(t1_phv)]
 
         # ---- egress elements per copy ---------------------------------------------------
         E = 0
