@@ -24,6 +24,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge, Timer, ClockCycles
 from cocotbext.axi import (AxiStreamBus, AxiStreamSource, AxiStreamSink, AxiStreamFrame,
                            AxiLiteBus, AxiLiteMaster)
+from cocotbext.eth import EthMacRx, EthMacTx, EthMacFrame, PtpClockSimTime
 
 from netstor.programs import default_pipeline
 from netstor.model.dataplane import DataplaneModel
@@ -53,7 +54,10 @@ def pause_generator(rng, busy):
 class CoreEnv:
     P = 2
 
-    def __init__(self, dut, *, seed=1):
+    def __init__(self, dut, *, seed=1, eth_mac=False):
+        """``eth_mac``: the wire ports are driven by cocotbext-eth's Ethernet MAC models at
+        100 Gb/s (PTP timestamps in RX tuser, TX completions with timestamps from the MAC)
+        instead of plain AXI-Stream models plus a completion model of our own."""
         self.dut = dut
         self.rng = random.Random(seed)
         self.pipeline = default_pipeline(self.P)
@@ -61,15 +65,30 @@ class CoreEnv:
         self.writer = TableWriter(self.pipeline)
         self.schema = json.loads(Path(os.environ["NETSTOR_SCHEMA"]).read_text())
         cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
+        self.eth_mac = eth_mac
         self.src = {}
         self.sink = {}
+        if eth_mac:
+            self.ptp = PtpClockSimTime(ts_tod=dut.ptp_ts_96, clock=dut.clk)
+        else:
+            dut.ptp_ts_96.value = 0
         for p in range(self.P):
-            self.src[p] = AxiStreamSource(AxiStreamBus.from_prefix(dut, f"wire_rx{p}"),
-                                          dut.clk, dut.rst)
+            if eth_mac:
+                self.src[p] = EthMacRx(AxiStreamBus.from_prefix(dut, f"wire_rx{p}"), dut.clk,
+                                       dut.rst, ptp_time=dut.ptp_ts_96, speed=100e9)
+                self.sink[p] = EthMacTx(AxiStreamBus.from_prefix(dut, f"wire_tx{p}"), dut.clk,
+                                        dut.rst, ptp_time=dut.ptp_ts_96,
+                                        ptp_ts=getattr(dut, f"mac_cpl{p}_ts"),
+                                        ptp_ts_tag=getattr(dut, f"mac_cpl{p}_tag"),
+                                        ptp_ts_valid=getattr(dut, f"mac_cpl{p}_valid"),
+                                        speed=100e9)
+            else:
+                self.src[p] = AxiStreamSource(AxiStreamBus.from_prefix(dut, f"wire_rx{p}"),
+                                              dut.clk, dut.rst)
+                self.sink[p] = AxiStreamSink(AxiStreamBus.from_prefix(dut, f"wire_tx{p}"),
+                                             dut.clk, dut.rst)
             self.src[self.P + p] = AxiStreamSource(AxiStreamBus.from_prefix(dut, f"host_tx{p}"),
                                                    dut.clk, dut.rst)
-            self.sink[p] = AxiStreamSink(AxiStreamBus.from_prefix(dut, f"wire_tx{p}"),
-                                         dut.clk, dut.rst)
             self.sink[self.P + p] = AxiStreamSink(AxiStreamBus.from_prefix(dut, f"host_rx{p}"),
                                                   dut.clk, dut.rst)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
@@ -84,16 +103,18 @@ class CoreEnv:
     async def reset(self):
         dut = self.dut
         for p in range(self.P):
-            getattr(dut, f"mac_cpl{p}_valid").value = 0
-            getattr(dut, f"mac_cpl{p}_ts").value = 0
-            getattr(dut, f"mac_cpl{p}_tag").value = 0
+            if not self.eth_mac:
+                getattr(dut, f"mac_cpl{p}_valid").value = 0
+                getattr(dut, f"mac_cpl{p}_ts").value = 0
+                getattr(dut, f"mac_cpl{p}_tag").value = 0
             getattr(dut, f"host_cpl{p}_ready").value = 1
         dut.rst.value = 1
         await ClockCycles(dut.clk, 8)
         dut.rst.value = 0
         await ClockCycles(dut.clk, 4)
         for p in range(self.P):
-            cocotb.start_soon(self._mac(p))
+            if not self.eth_mac:
+                cocotb.start_soon(self._mac(p))
             cocotb.start_soon(self._host_cpl(p))
 
     # ---- MAC completion model ---------------------------------------------------------------
@@ -156,6 +177,13 @@ class CoreEnv:
         return user
 
     async def send(self, frame, port, user=None, *, model=True):
+        if self.eth_mac and port < self.P:
+            # the MAC stamps the frame (RX tuser = PTP time << 1) when it starts sending it:
+            # the model runs on the frame then, with the tuser the hardware saw
+            def stamped(f, port=port):
+                self.expect(f.data, port, (f.ptp_timestamp or 0) << 1)
+            await self.src[port].send(EthMacFrame(bytes(frame), tx_complete=stamped))
+            return None
         user = self.expect(frame, port, user) if model else (user or 0)
         if port >= self.P:   # every host packet is completed, even one the block drops
             self.sent_host_tags[port - self.P].append((user >> 1) & 0xFFFF)
@@ -182,6 +210,9 @@ class CoreEnv:
         for q, s in self.sink.items():
             while not s.empty():
                 f = s.recv_nowait()
+                if isinstance(f, EthMacFrame):     # the MAC model reports the TX tag it saw
+                    self.received[q].append((bytes(f.data), (f.ptp_tag or 0) << 1))
+                    continue
                 u = f.tuser if isinstance(f.tuser, int) else (f.tuser[0] if f.tuser else 0)
                 self.received[q].append((bytes(f.tdata), int(u)))
 

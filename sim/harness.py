@@ -66,21 +66,29 @@ def run_cocotb(name, test_module, *, toplevel, verilog_text=None, sources=(), ex
         write_if_changed(vpath, verilog_text)
         srcs.append(vpath)
     runner = get_runner("verilator")
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in srcs)).hexdigest()[:16]
-    stamp = build_dir / "sources.sha"
-    rebuild = not stamp.exists() or stamp.read_text() != digest
-    runner.build(
-        sources=srcs,
-        hdl_toplevel=toplevel,
-        build_dir=build_dir,
-        always=rebuild,
-        build_args=["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-O2",
-                    "--x-assign", "0", "--x-initial", "0", *build_args]
-                   + (["--trace-fst"] if waves else []),
-        waves=waves,
-        log_file=build_dir / "build.log",
-    )
-    stamp.write_text(digest)
+    # one build at a time per folder (pytest-xdist workers, the demo and the bench may share it)
+    import fcntl
+    lock = open(build_dir / ".build.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        digest = hashlib.sha256(b"".join(p.read_bytes() for p in srcs)).hexdigest()[:16]
+        stamp = build_dir / "sources.sha"
+        rebuild = not stamp.exists() or stamp.read_text() != digest
+        runner.build(
+            sources=srcs,
+            hdl_toplevel=toplevel,
+            build_dir=build_dir,
+            always=rebuild,
+            build_args=["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-O2",
+                        "--x-assign", "0", "--x-initial", "0", *build_args]
+                       + (["--trace-fst"] if waves else []),
+            waves=waves,
+            log_file=build_dir / "build.log",
+        )
+        stamp.write_text(digest)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
     sim_dir = str(ROOT / "sim")
     env = dict(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join([sim_dir, str(ROOT / "rtl"), str(ROOT / "sw"),

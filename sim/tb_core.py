@@ -19,7 +19,8 @@ AXIL = [("awaddr", "i", 24), ("awprot", "i", 3), ("awvalid", "i", 1), ("awready"
 
 def tb_core_verilog(n_ports=2):
     P = n_ports
-    ports, body = ["input wire clk", "input wire rst"], []
+    # ptp_ts_96: the PTP time the Ethernet MAC models stamp frames with (not used by the core)
+    ports, body = ["input wire clk", "input wire rst", "input wire [95:0] ptp_ts_96"], []
     for name, d, w in AXIL:
         ports.append(f"{'input' if d == 'i' else 'output'} wire [{w - 1}:0] s_axil_{name}")
     conns = [".clk(clk)", ".rst(rst)"] + [f".s_axil_{n}(s_axil_{n})" for n, _, _ in AXIL]
