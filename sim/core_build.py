@@ -1,0 +1,39 @@
+"""The whole core's one Verilator build, shared by every user of it.
+
+``sim/test_core.py`` (the cocotb tests), ``netstor.demo`` (``make demo``) and
+``sim/test_demo_smoke.py`` all run their cocotb modules against the same ``tb_core`` model in
+``build/sim/core``: the same generated Verilog, so ``harness.run_cocotb`` finds the same source
+hash and reuses the build instead of recompiling (about two minutes).
+"""
+from __future__ import annotations
+
+import functools
+import json
+
+from harness import run_cocotb, BUILD, write_if_changed
+
+NAME = "core"          # build/sim/core
+
+
+@functools.lru_cache(maxsize=None)
+def generate():
+    """Elaborate the default core: ``(P, build dir, schema path)``; files are rewritten only
+    when their text changed."""
+    from netstor.build import build_core, core_verilog
+    core = build_core()
+    d = BUILD / NAME
+    schema = d / "schema.json"
+    write_if_changed(schema, json.dumps(core.schema, indent=1, sort_keys=True))
+    write_if_changed(d / "netstor_core.v", core_verilog(core))
+    return core.P, d, schema
+
+
+def run_core(test_module, testcase, extra_env=None, **kw):
+    """Run cocotb test ``testcase`` of module ``test_module`` (under ``sim/``) on the shared
+    core build; ``NETSTOR_SCHEMA`` points at the build's schema. Returns the results path,
+    raises ``AssertionError`` on a failed test (see ``harness.run_cocotb``)."""
+    from tb_core import tb_core_verilog
+    P, d, schema = generate()
+    env = {"NETSTOR_SCHEMA": str(schema), **(extra_env or {})}
+    return run_cocotb(NAME, test_module, toplevel="tb_core", verilog_text=tb_core_verilog(P),
+                      sources=[d / "netstor_core.v"], extra_env=env, testcase=testcase, **kw)
