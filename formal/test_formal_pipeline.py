@@ -6,6 +6,7 @@
 | reg_cas | k-induction, k=6 | RegisterOp compare-and-swap, conditional write (result old) (width 4, depth 3, index 3 bits) |
 | reg_*_cover | cover, 8 | back-to-back same-index packets, host write between two packets to one index, host read |
 | tm / tm_g3_r7 | k-induction, k=6 | TrafficManager copies, rids, counters, conservation, recirc bound (4 outputs, rid 16; 4 groups, max_recirc 2 / 3 groups (not a power of 2), max_recirc 7) |
+| tm_equiv[_g3_r7] | k-induction, k=6 | TrafficManager + copy registers == the pre-refactor inline TM logic of Datapath._build (same parameters as tm / tm_g3_r7) |
 | tm_cover | cover, 8 | multicast of 3 copies (+ clone), recirc limit, bad port, fresh table entry |
 | txcpl | k-induction, k=4 | TxCompletions ``m_cpl`` stream rules (2 ports, tag 2, ts 2, FIFO depth 2 / 4) |
 | axil | k-induction, k=6 | AxiLiteCsr B/R rules, one response per request, bounded waits, indirect request stable (2 regs, 1 counter, 1 memory) |
@@ -26,6 +27,7 @@ from props_delay import DelayProps                          # noqa: E402
 from props_handshake import AxiLiteProps, TxCplProps        # noqa: E402
 from props_register import RegisterProps                    # noqa: E402
 from props_tm import TmProps                                # noqa: E402
+from props_tm_equiv import TmEquivProps                     # noqa: E402
 
 # name: (harness factory, mode, depth, platform)
 JOBS = {
@@ -39,6 +41,10 @@ JOBS = {
     "tm_g3_r7": (lambda: TmProps(n_outputs=4, mcast_groups=3, max_recirc=7),
                  "prove", 6, None),
     "tm_cover": (lambda: TmProps(n_outputs=4, mcast_groups=4, max_recirc=2), "cover", 8, None),
+    "tm_equiv": (lambda: TmEquivProps(n_outputs=4, mcast_groups=4, max_recirc=2),
+                 "prove", 6, None),
+    "tm_equiv_g3_r7": (lambda: TmEquivProps(n_outputs=4, mcast_groups=3, max_recirc=7),
+                       "prove", 6, None),
     "txcpl": (lambda: TxCplProps(n_ports=2, tag_width=2, ts_width=2, depth=2),
               "prove", 4, "formal"),
     "txcpl_d4": (lambda: TxCplProps(n_ports=2, tag_width=2, ts_width=2, depth=4),
