@@ -281,8 +281,11 @@ class Datapath(wiring.Component):
                 continue
             q = c
             if q < P:
+                # a host packet keeps its TX tuser on every wire port (spec); only the copy on
+                # its own port is "own" (its MAC completion goes back to the host)
                 own = b.port == P + q
-                user = Cat(Mux(own, b.user[:TX_USER], 0), own)
+                from_host = (b.port >= P) & (b.port < 2 * P)
+                user = Cat(Mux(from_host, b.user[:TX_USER], 0), own)
                 m.d.comb += own_copy[q].eq(b_first & active & own)
             else:
                 user = Mux(b.port < P, b.user, 0)
