@@ -30,23 +30,15 @@ def tb_core_verilog(n_ports=2):
         ("m_axis_sync_tx", "out", TX_USER, "wire_tx"),
         ("m_axis_sync_rx", "out", RX_USER, "host_rx"),
     ]
-    for grp, d, uw, pre in streams:
-        sigs = [("tdata", 512), ("tkeep", 64), ("tvalid", 1), ("tlast", 1), ("tuser", uw)]
-        for s, w in sigs + [("tready", 1)]:
-            rev = (s == "tready")
-            is_in = (d == "in") != rev
-            body.append(f"wire [{P * w - 1}:0] {grp}_{s};")
-            conns.append(f".{grp}_{s}({grp}_{s})")
-            for p in range(P):
-                ports.append(f"{'input' if is_in else 'output'} wire [{w - 1}:0] {pre}{p}_{s}")
-                if is_in:
-                    body.append(f"assign {grp}_{s}[{p * w} +: {w}] = {pre}{p}_{s};")
-                else:
-                    body.append(f"assign {pre}{p}_{s} = {grp}_{s}[{p * w} +: {w}];")
-    for grp, d, pre in (("s_axis_sync_tx_cpl", "in", "mac_cpl"),
-                        ("m_axis_sync_tx_cpl", "out", "host_cpl")):
-        for s, w in (("ts", 96), ("tag", 16), ("valid", 1), ("ready", 1)):
-            is_in = (d == "in") != (s == "ready")
+    groups = [(grp, d, pre, [("tdata", 512), ("tkeep", 64), ("tvalid", 1), ("tlast", 1),
+                             ("tuser", uw), ("tready", 1)])
+              for grp, d, uw, pre in streams]
+    groups += [(grp, d, pre, [("ts", 96), ("tag", 16), ("valid", 1), ("ready", 1)])
+               for grp, d, pre in (("s_axis_sync_tx_cpl", "in", "mac_cpl"),
+                                   ("m_axis_sync_tx_cpl", "out", "host_cpl"))]
+    for grp, d, pre, sigs in groups:
+        for s, w in sigs:
+            is_in = (d == "in") != s.endswith("ready")     # ready runs against the stream
             body.append(f"wire [{P * w - 1}:0] {grp}_{s};")
             conns.append(f".{grp}_{s}({grp}_{s})")
             for p in range(P):
