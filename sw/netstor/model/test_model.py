@@ -318,11 +318,17 @@ def test_parse_errors(m, tw, name, frame):
     assert phv["meta.parse_error"] == ERR[name]
     assert phv["meta.udp_valid"] == 0
     assert phv["meta.ipv4_valid"] == int(name in ("udp_length", "ipv4_fragment"))
-    assert m.process(frame, 0) == [Output(2, frame, 0)]      # punted unchanged
+    out = m.process(frame, 0)
     c = nonzero(m)
     assert c[f"parser.err.{name}"] == 1
     assert not [k for k in c if k.startswith("parser.err.") and k != f"parser.err.{name}"]
-    assert "l3.routes.hit" not in c
+    if name in ("udp_length", "ipv4_fragment"):
+        # a valid IPv4 header is all routing needs: fragments and UDP-level errors are routed
+        assert [o.port for o in out] == [1] and out[0].frame[14 + 8] == frame[14 + 8] - 1
+        assert c["l3.routes.hit"] == 1
+    else:
+        assert out == [Output(2, frame, 0)]      # malformed IPv4: punted unchanged
+        assert "l3.routes.hit" not in c
 
 
 def test_parse_error_order_and_non_udp(m):
