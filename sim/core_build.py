@@ -25,7 +25,14 @@ def generate():
     schema = d / "schema.json"
     write_if_changed(schema, json.dumps(core.schema, indent=1, sort_keys=True))
     write_if_changed(d / "netstor_core.v", core_verilog(core))
+    from netstor.corundum import mqnic_app_block_verilog
+    write_if_changed(d / "mqnic_app_block.v", mqnic_app_block_verilog({"PORT_COUNT": core.P}))
     return core.P, d, schema
+
+
+def sources(d):
+    """Verilog sources of the shared build besides the generated ``tb_core.v``."""
+    return [d / "mqnic_app_block.v", d / "netstor_core.v"]
 
 
 def run_core(test_module, testcase, extra_env=None, **kw):
@@ -36,4 +43,4 @@ def run_core(test_module, testcase, extra_env=None, **kw):
     P, d, schema = generate()
     env = {"NETSTOR_SCHEMA": str(schema), **(extra_env or {})}
     return run_cocotb(NAME, test_module, toplevel="tb_core", verilog_text=tb_core_verilog(P),
-                      sources=[d / "netstor_core.v"], extra_env=env, testcase=testcase, **kw)
+                      sources=sources(d), extra_env=env, testcase=testcase, **kw)
