@@ -85,6 +85,15 @@ def crc_matrix_hw(value, width, seed=0):
     return Cat(*bits)
 
 
+def _or_tree(values):
+    """OR of ``values`` as a balanced tree (depth log2(n), not n)."""
+    values = list(values)
+    while len(values) > 1:
+        values = [values[i] | values[i + 1] if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return values[0]
+
+
 def _phv_signal(pipeline, name):
     return Signal(data.StructLayout(pipeline.phv.layout()), name=name)
 
@@ -240,10 +249,12 @@ def _table(m, e, pipeline, valid_in, phv_in, csr, prefix):
         acts1 = [Signal(ab + pw, name=f"{prefix}_act1_{i}") for i in range(n)]
         for i in range(n):
             m.d.sync += acts1[i].eq(ents[i][1 + 2 * kw:])
-        m.d.comb += [hit.eq(0), action.eq(0), params.eq(0)]
-        for i in reversed(range(n)):
-            with m.If(match1[i]):
-                m.d.comb += [hit.eq(1), action.eq(acts1[i][:ab]), params.eq(acts1[i][ab:])]
+        # lowest matching address wins: isolate the lowest set bit (x & -x, a carry chain),
+        # then an AND-OR tree of depth log(n) instead of an n-deep priority chain
+        first = Signal(n, name=f"{prefix}_first")
+        m.d.comb += first.eq(match1 & (~match1 + 1)[:n])
+        sel = _or_tree([Mux(first[i], acts1[i], 0) for i in range(n)])
+        m.d.comb += [hit.eq(match1.any()), action.eq(sel[:ab]), params.eq(sel[ab:])]
 
     sel_action = Signal(ab, name=f"{prefix}_sel_action")
     sel_params = Signal(pw, name=f"{prefix}_sel_params")
