@@ -301,6 +301,18 @@ class Bench:
 
 @cocotb.test()
 async def bench(dut):
+    """``make bench``."""
+    await _bench(dut)
+
+
+@cocotb.test()
+async def bench_smoke(dut):
+    """The same for sim/test_bench_smoke.py (its own results folder, so a smoke test and
+    ``make bench`` may run at the same time)."""
+    await _bench(dut)
+
+
+async def _bench(dut):
     cfg = json.loads(os.environ["NETSTOR_BENCH_CFG"])
     b = Bench(dut, cfg)
     await b.reset()

@@ -13,7 +13,7 @@ def test_bench_smoke(tmp_path):
     from netstor.bench.report import summary_text
 
     pipe = run_pipeline(tmp_path, sizes=[64, 256], cases=["l3", "mixed"], budget_beats=48,
-                        min_frames=6, max_frames=24)
+                        min_frames=6, max_frames=24, testcase="bench_smoke")
     on_disk = json.loads((tmp_path / "pipeline.json").read_text())
     assert on_disk["runs"] == pipe["runs"]
     assert not pipe["errors"], pipe["errors"]

@@ -35,10 +35,10 @@ ROOT = _pipeline.ROOT
 
 
 def run_pipeline(out: Path, *, sizes, cases, budget_beats=1200, min_frames=8, max_frames=200,
-                 core_info=None):
+                 core_info=None, testcase="bench"):
     cfg = {"cases": cases, "sizes": sizes, "budget_beats": budget_beats,
            "min_frames": min_frames, "max_frames": max_frames, "seed": 1}
-    raw, core, secs = _pipeline.run_sim(cfg, out / "pipeline_raw.json", core_info)
+    raw, core, secs = _pipeline.run_sim(cfg, out / "pipeline_raw.json", core_info, testcase)
     res = _pipeline.analyse(raw, core)
     res["config"] = cfg
     res["run_seconds"] = round(secs, 1)
@@ -47,9 +47,12 @@ def run_pipeline(out: Path, *, sizes, cases, budget_beats=1200, min_frames=8, ma
 
 
 def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
-              block_timeout=900, core_verilog=None, log=print):
+              block_timeout=900, core_verilog=None, log=print, blocks_after=None):
     """Per-block syntheses (sequential) and, if ``whole_core``, the whole core in a thread
-    started first (it is by far the longest). Returns the synth.json dict."""
+    started first (it is by far the longest). ``blocks_after``: a ``threading.Event`` the
+    per-block runs wait for (``main`` sets it when the simulation is done, so that the
+    simulation shares the machine with one Yosys process only). Returns the synth.json
+    dict."""
     cache = out / "synth_cache"
     work = out / "synth_work"
     res = {
@@ -67,6 +70,11 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
             "log with loop warnings on a mapped netlist (it ran out of memory on the core).",
             "Per-block tops bring every host register, counter and memory port out as ports, "
             "so the numbers include the host-access logic of that block.",
+            "sum_of_blocks = sum over blocks of (instances in the core x block). It over-counts "
+            "(a stage's top keeps its whole PHV register as outputs; in the flattened core PHV "
+            "bits no later stage reads are removed) and misses the glue (traffic manager, "
+            "multicast table, beat/orig delay lines, counter wiring); the whole-core run is the "
+            "reference when it completed.",
         ],
         "blocks": {},
     }
@@ -84,6 +92,8 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
         th = threading.Thread(target=core_job, daemon=True)
         th.start()
     counts = _synth.instance_counts(core)
+    if blocks_after is not None:
+        blocks_after.wait()
     for key, desc, top, thunk in _synth.blocks(core):
         if only and key not in only:
             continue
@@ -116,8 +126,34 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
                                                              source="sum_of_blocks"))
     if ok:
         res["total"]["source"] = "whole_core"
+    res["findings"] = _synth_findings(res)
     (out / "synth.json").write_text(json.dumps(res, indent=1) + "\n")
     return res
+
+
+def _synth_findings(res):
+    out = []
+    lim = _synth.LUT_LEVELS_250MHZ
+    wc = res.get("whole_core", {})
+    if wc.get("ok"):
+        d = wc["depth"]
+        out.append(f"deepest path of the whole core: {d['lut_levels']} LUT levels "
+                   f"({d['max_cells']} cells incl. CARRY4/MUXF on the deepest-by-cells path), "
+                   f"from {', '.join(d.get('path_from', [])[:2]) or '?'} to "
+                   f"{', '.join(d.get('path_to', [])[:2]) or '?'}")
+    deep = [f"{k} {r['depth']['lut_levels']}" for k, r in res["blocks"].items()
+            if r.get("ok") and r["depth"]["lut_levels"] > lim]
+    if deep or (wc.get("ok") and wc["depth"]["lut_levels"] > lim):
+        out.append(f"paths above ~{lim} LUT levels (rule of thumb for 4 ns on UltraScale+ -2, "
+                   f"not a timing analysis): " + ", ".join(
+                       deep + ([f"whole core {wc['depth']['lut_levels']}"] if wc.get("ok")
+                               and wc["depth"]["lut_levels"] > lim else [])))
+    t = res.get("total", {})
+    if t:
+        sh = t["share_of_xcu250_pct"]
+        out.append(f"size: {sh['LUT']:.2f}% of XCU250 LUTs ({'under' if sh['LUT'] < 15 else 'over'}"
+                   f" the 15% aim), {sh['FF']:.2f}% FFs, {sh['BRAM']:.2f}% BRAM")
+    return out
 
 
 def _pick(r):
@@ -196,13 +232,16 @@ def main(argv=None):
     pipe = syn = None
     syn_thread = None
     syn_box = {}
+    sim_done = threading.Event()
+    if a.no_pipeline:
+        sim_done.set()
     if not a.no_synth:
         # synthesis runs beside the simulation (two processes; the machine has >= 2 cores)
         def syn_job():
             try:
                 syn_box["r"] = run_synth(
                     out, core, only=a.blocks, whole_core=not a.no_core_synth,
-                    core_timeout=a.core_timeout,
+                    core_timeout=a.core_timeout, blocks_after=sim_done,
                     core_verilog=lambda: (core_info[1] / "netstor_core.v").read_text())
             except Exception as e:             # noqa: BLE001 - reported in the index
                 syn_box["error"] = repr(e)
@@ -210,10 +249,16 @@ def main(argv=None):
         syn_thread.start()
     if not a.no_pipeline:
         ts = time.perf_counter()
-        pipe = run_pipeline(out, sizes=a.sizes, cases=a.cases, budget_beats=a.budget_beats,
-                            min_frames=a.min_frames, max_frames=a.max_frames,
-                            core_info=core_info)
-        index["files"]["pipeline"] = "pipeline.json"
+        try:
+            pipe = run_pipeline(out, sizes=a.sizes, cases=a.cases, budget_beats=a.budget_beats,
+                                min_frames=a.min_frames, max_frames=a.max_frames,
+                                core_info=core_info)
+            index["files"]["pipeline"] = "pipeline.json"
+        except Exception as e:                 # noqa: BLE001 - reported, synthesis goes on
+            index["pipeline_error"] = str(e)[-3000:]
+            print(f"netstor.bench: pipeline FAILED: {str(e)[-1000:]}", file=sys.stderr)
+        finally:
+            sim_done.set()
         index["pipeline_seconds"] = round(time.perf_counter() - ts, 1)
         print(f"netstor.bench: pipeline done in {index['pipeline_seconds']} s", flush=True)
     if syn_thread is not None:
@@ -232,7 +277,9 @@ def main(argv=None):
     (out / "summary.txt").write_text(text + "\n")
     (out / "bench.json").write_text(json.dumps(index, indent=1) + "\n")
     print(text)
-    bad = (pipe or {}).get("errors") or []
+    bad = list((pipe or {}).get("errors") or [])
+    if "pipeline_error" in index:
+        bad.append("pipeline simulation failed (see bench.json)")
     if bad or (syn is None and not a.no_synth):
         print("netstor.bench: ERRORS: " + "; ".join(bad[:5] + [str(index.get('synth_error'))]),
               file=sys.stderr)

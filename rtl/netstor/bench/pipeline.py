@@ -38,11 +38,22 @@ def _sim_path():
 
 @functools.lru_cache(maxsize=None)
 def generate_core():
-    """Write ``build/sim/core/{netstor_core.v,schema.json}`` (the files ``sim/test_core.py``
-    writes, so both share one Verilator build); returns ``(core, dir, schema_path)``."""
+    """Write ``build/sim/core/{netstor_core.v,schema.json}`` through ``sim/core_build.py`` (the
+    whole-core tests and the demo use it too, so all share one Verilator build and, within one
+    pytest worker, one elaboration); returns ``(core, dir, schema_path)``. ``core`` is a fresh
+    ``NetstorCore`` of the same default pipeline (cheap: the Verilog conversion is the slow
+    part), for the block list and the latency constants."""
     _sim_path()
+    from netstor.build import build_core
+    try:
+        import core_build
+    except ImportError:                        # older tree: same files, written here
+        core_build = None
+    if core_build is not None:
+        _, d, schema = core_build.generate()
+        return build_core(), d, schema
     from harness import BUILD, write_if_changed
-    from netstor.build import build_core, core_verilog
+    from netstor.build import core_verilog
     core = build_core()
     d = BUILD / "core"
     schema = d / "schema.json"
@@ -51,7 +62,7 @@ def generate_core():
     return core, d, schema
 
 
-def run_sim(cfg, raw_out: Path, core_info=None):
+def run_sim(cfg, raw_out: Path, core_info=None, testcase="bench"):
     """Run ``cocotb_bench`` with ``cfg``; returns ``(raw results, core, build seconds+run
     seconds)``."""
     _sim_path()
@@ -63,7 +74,7 @@ def run_sim(cfg, raw_out: Path, core_info=None):
         raw_out.unlink()
     t0 = time.perf_counter()
     run_cocotb("core", "cocotb_bench", toplevel="tb_core", verilog_text=tb_core_verilog(core.P),
-               sources=[d / "netstor_core.v"], testcase="bench",
+               sources=[d / "netstor_core.v"], testcase=testcase,
                extra_env={"NETSTOR_SCHEMA": str(schema),
                           "NETSTOR_BENCH_CFG": json.dumps(cfg),
                           "NETSTOR_BENCH_OUT": str(raw_out.resolve())})

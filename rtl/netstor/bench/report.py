@@ -1,6 +1,14 @@
 """The one-screen summary of ``make bench``; every figure is read from the JSON results."""
 from __future__ import annotations
 
+import textwrap
+
+WIDTH = 120
+
+
+def _wrap(text, indent="  "):
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent)
+
 
 def _fmt(v, nd=3):
     if v is None:
@@ -16,51 +24,50 @@ def pipeline_lines(pipe):
     lines = [
         f"Header path (datapath.latency): {L} cycles = {L * 4} ns at 250 MHz (constant by "
         f"construction; schema says {pipe['header_path_latency']['schema_latency_cycles']})",
-        f"Port-to-port latency = (B-1) buffer store-and-forward + {lm['PB']} buffer out + "
-        f"{lm['ARB']} arbiter + {L} header path + {lm['EQ']} egress queue = B + "
-        f"{lm['constant_part']} cycles (B = beats per frame)",
+        f"Port to port = (B-1) store-and-forward + {lm['PB']} buffer + {lm['ARB']} arbiter + "
+        f"{L} header path + {lm['EQ']} egress queue = B + {lm['constant_part']} cycles "
+        f"(B = ceil(size/64))",
     ]
     by = {}
     for r in pipe["runs"]:
         by.setdefault(r["case"], {})[r["size_requested"]] = r
     sizes = sorted({r["size_requested"] for r in pipe["runs"]})
-    hdr = (" size  B | l3: pkt/clk  B/clk lat(min-max) model | prim: bytes pkt/clk lat |"
-           " 250MHz Mpps Gb/s %100G | 322MHz Mpps %100G | mixed(2 in): pkt/clk beats/clk drop")
-    lines.append(hdr)
+    lines.append("  size   B |  l3: pkt/clk  B/clk lat | prim: bytes pkt/clk lat |"
+                 " 250MHz Mpps %100G | 322MHz Mpps %100G | 100G Mpps | mixed: pkt/clk drops")
+
+    def lat(f):
+        return (str(f["latency_min"]) if f["latency_min"] == f["latency_max"]
+                else f"{f['latency_min']}-{f['latency_max']}")
     for s in sizes:
         l3 = by.get("l3", {}).get(s)
         pr = by.get("prim", {}).get(s)
         mx = by.get("mixed", {}).get(s)
-        row = f"{s:5d} "
         f = l3["flows"][0] if l3 else None
-        if f:
-            lr = f.get("line_rate", {})
-            row += (f"{f['beats_per_frame']:3d} | {_fmt(f.get('pkts_per_clock'), 4):>10} "
-                    f"{_fmt(f.get('bytes_per_clock'), 1):>6} {f['latency_min']}-{f['latency_max']}"
-                    f"{'':>3}{f['latency_predicted']:>4} |")
-        else:
-            row += "  - |" + " " * 33 + "|"
         g = pr["flows"][0] if pr else None
-        if g:
-            row += (f" {g['frame_bytes']:5d} {_fmt(g.get('pkts_per_clock'), 4):>7} "
-                    f"{g['latency_min']}-{g['latency_max']} |")
-        else:
-            row += " " * 20 + "|"
-        if f and lr:
+        row = f"{s:6d} {(f or g or {}).get('beats_per_frame', 0):3d} |"
+        row += (f" {_fmt(f.get('pkts_per_clock'), 4):>11} {_fmt(f.get('bytes_per_clock'), 1):>6}"
+                f" {lat(f):>3} |" if f else " " * 23 + "|")
+        row += (f" {g['frame_bytes']:11d} {_fmt(g.get('pkts_per_clock'), 4):>7} {lat(g):>3} |"
+                if g else " " * 24 + "|")
+        lr = (f or g or {}).get("line_rate")
+        if lr:
             a, b = lr["sync_250"], lr["direct_322"]
-            row += (f" {a['mpps']:7.1f} {a['line_gbps']:5.1f} {a['vs_100g'] * 100:5.1f}% |"
-                    f" {b['mpps']:7.1f} {b['vs_100g'] * 100:5.1f}% |")
-        else:
-            row += " " * 25 + "|" + " " * 19 + "|"
+            row += (f" {a['mpps']:11.1f} {a['vs_100g'] * 100:4.0f}% |"
+                    f" {b['mpps']:11.1f} {b['vs_100g'] * 100:4.0f}% | {lr['100g_max_mpps']:9.1f} |")
         if mx and "aggregate" in mx:
             ag = mx["aggregate"]
             sent = sum(x["sent"] for x in mx["flows"])
             drop = sum(x["dropped"] for x in mx["flows"])
-            row += (f" {_fmt(ag['pkts_per_clock'], 4):>7} {_fmt(ag['beats_per_clock'], 3):>5} "
-                    f"{drop}/{sent}")
+            row += f" {_fmt(ag['pkts_per_clock'], 4):>14} {drop}/{sent}"
         lines.append(row)
-    lines.append("  (Gb/s = Ethernet line rate incl. 20 B preamble+IFG per frame; the AXI-Stream "
-                 "frame excludes the 4 B FCS)")
+    single = [r["flows"][0] for r in pipe["runs"] if r["case"] in ("l3", "prim")]
+    if single and all(x["latency_min"] == x["latency_max"] == x["latency_predicted"]
+                      for x in single):
+        lines.append("  every single-input latency equals the model B + "
+                     f"{lm['constant_part']} exactly (min = max); Mpps/%100G from the l3 row, "
+                     "mixed = 2 wire inputs at once (aggregate)")
+    lines.append("  %100G: Mpps / 100GbE's Mpps at that size (frame + 20 B preamble/IFG; the "
+                 "AXI-Stream frame excludes the 4 B FCS)")
     if pipe.get("errors"):
         lines.append("ERRORS: " + "; ".join(pipe["errors"][:4]))
     return lines
@@ -73,7 +80,7 @@ def synth_lines(syn):
     who = "whole core" if t.get("source") == "whole_core" else "sum of blocks (core not run)"
     wc = syn.get("whole_core", {})
     secs = wc.get("yosys_seconds")
-    lines.append(
+    lines += _wrap(
         f"Resources, {who}: LUT {t['LUT']:,} ({sh['LUT']:.2f}% of XCU250), FF {t['FF']:,} "
         f"({sh['FF']:.2f}%), BRAM36 {_fmt(t['BRAM36_equiv'], 1)} ({t['RAMB36']} RAMB36 + "
         f"{t['RAMB18']} RAMB18, {sh['BRAM']:.2f}%), URAM {t['URAM']}, DSP {t['DSP']}; "
@@ -91,6 +98,8 @@ def synth_lines(syn):
     s = syn["sum_of_blocks"]
     lines.append(f" {'sum x instances':<30}{s['LUT']:>6,} {s['FF']:>7,} "
                  f"{_fmt(s['BRAM36_equiv'], 1):>7} {s['lut_levels']:>6}")
+    for f in syn.get("findings", []):
+        lines += _wrap("* " + f)
     return lines
 
 
@@ -99,7 +108,8 @@ def summary_text(pipe, syn, index):
              f"whole netstor_core, 512-bit, sync taps at 250 MHz"]
     if pipe:
         lines += pipeline_lines(pipe)
-        lines += ["Findings: " + f for f in pipe.get("findings", [])]
+        for f in pipe.get("findings", []):
+            lines += _wrap("* " + f)
     if syn:
         lines += synth_lines(syn)
     lines.append("Details: pipeline.json, synth.json, bench.json")
