@@ -37,6 +37,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
+from axil_transport import AxilTransport
 from lean_axis import LeanEngine, LeanSink, LeanSource, frame_beats
 from frames import udp_frame, prim_frame
 from netstor.programs import default_pipeline
@@ -52,17 +53,6 @@ ROUTE_SMAC = 0x020000000099
 def ip(s):
     a = [int(x) for x in s.split(".")]
     return (a[0] << 24) | (a[1] << 16) | (a[2] << 8) | a[3]
-
-
-class _Axil:
-    def __init__(self, master):
-        self.master = master
-
-    async def read32(self, offset):
-        return int.from_bytes((await self.master.read(offset, 4)).data, "little")
-
-    async def write32(self, offset, value):
-        await self.master.write(offset, int(value).to_bytes(4, "little"))
 
 
 class MacModel:
@@ -117,7 +107,7 @@ class Bench:
         self.schema = json.loads(Path(os.environ["NETSTOR_SCHEMA"]).read_text())
         cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
-        self.csr = AsyncCsrClient(self.schema, _Axil(self.axil), max_polls=200)
+        self.csr = AsyncCsrClient(self.schema, AxilTransport(self.axil), max_polls=200)
         self.engine = LeanEngine(dut.clk)
         self.macs = []
 

@@ -16,6 +16,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
+from axil_transport import AxilTransport
 
 from netstor.driver.regs import AsyncCsrClient, IndirectError, SchemaMismatch, schema_hash
 
@@ -32,22 +33,6 @@ IND = SCHEMA["indirect"]
 REG = {r["name"]: r for r in SCHEMA["registers"]}
 CNT = {c["name"]: c for c in SCHEMA["counters"]}
 BIG = 0xFFFF_FFFF
-
-
-class AxilTransport:
-    """``read32``/``write32`` over cocotbext-axi, checking every response is OKAY."""
-
-    def __init__(self, axil):
-        self.axil = axil
-
-    async def read32(self, offset):
-        r = await self.axil.read(offset, 4)
-        assert r.resp == AxiResp.OKAY, f"read {offset:#x}: {r.resp}"
-        return int.from_bytes(r.data, "little")
-
-    async def write32(self, offset, value):
-        r = await self.axil.write(offset, value.to_bytes(4, "little"))
-        assert r.resp == AxiResp.OKAY, f"write {offset:#x}: {r.resp}"
 
 
 def cycles():

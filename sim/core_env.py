@@ -25,6 +25,7 @@ from cocotb.triggers import RisingEdge, Timer, ClockCycles
 from cocotbext.axi import (AxiStreamBus, AxiStreamSource, AxiStreamSink, AxiStreamFrame,
                            AxiLiteBus, AxiLiteMaster)
 from cocotbext.eth import EthMacRx, EthMacTx, EthMacFrame, PtpClockSimTime
+from axil_transport import AxilTransport
 
 from netstor.programs import default_pipeline
 from netstor.model.dataplane import DataplaneModel
@@ -32,17 +33,6 @@ from netstor.driver.regs import AsyncCsrClient
 from netstor.driver.tables import TableWriter
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class _AxilTransport:
-    def __init__(self, master):
-        self.master = master
-
-    async def read32(self, offset):
-        return int.from_bytes((await self.master.read(offset, 4)).data, "little")
-
-    async def write32(self, offset, value):
-        await self.master.write(offset, int(value).to_bytes(4, "little"))
 
 
 def pause_generator(rng, busy):
@@ -92,7 +82,7 @@ class CoreEnv:
             self.sink[self.P + p] = AxiStreamSink(AxiStreamBus.from_prefix(dut, f"host_rx{p}"),
                                                   dut.clk, dut.rst)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
-        self.csr = AsyncCsrClient(self.schema, _AxilTransport(self.axil), max_polls=200)
+        self.csr = AsyncCsrClient(self.schema, AxilTransport(self.axil), max_polls=200)
         self.host_cpl = defaultdict(list)     # port -> [tag]
         self.mac_queue = defaultdict(list)    # port -> [tag] completions the MAC owes
         self.sent_host_tags = defaultdict(list)

@@ -37,40 +37,25 @@ def _check(data_width, user_width):
         raise ValueError(f"user_width must be a positive integer, not {user_width!r}")
 
 
+def _fields(data_width, user_width):
+    _check(data_width, user_width)
+    return {"data": data_width, "keep": data_width // 8, "last": 1, "user": user_width}
+
+
 def beat_layout(data_width=512, user_width=1):
     """One AXI-Stream beat: ``data``, ``keep``, ``last``, ``user``."""
-    _check(data_width, user_width)
-    return data.StructLayout({
-        "data": data_width,
-        "keep": data_width // 8,
-        "last": 1,
-        "user": user_width,
-    })
+    return data.StructLayout(_fields(data_width, user_width))
 
 
 def pkt_layout(data_width=512, user_width=1):
     """A beat of a packet whose length is known: :func:`beat_layout` plus ``len`` (bytes)."""
-    _check(data_width, user_width)
-    return data.StructLayout({
-        "data": data_width,
-        "keep": data_width // 8,
-        "last": 1,
-        "user": user_width,
-        "len": LEN_WIDTH,
-    })
+    return data.StructLayout({**_fields(data_width, user_width), "len": LEN_WIDTH})
 
 
 def arb_layout(data_width=512, user_width=1):
     """An arbiter's output beat: :func:`pkt_layout` plus ``port`` (input number)."""
-    _check(data_width, user_width)
-    return data.StructLayout({
-        "data": data_width,
-        "keep": data_width // 8,
-        "last": 1,
-        "user": user_width,
-        "len": LEN_WIDTH,
-        "port": PORT_WIDTH,
-    })
+    return data.StructLayout({**_fields(data_width, user_width), "len": LEN_WIDTH,
+                              "port": PORT_WIDTH})
 
 
 def axis_signature(layout):
