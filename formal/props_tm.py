@@ -53,17 +53,22 @@ def popcount(v, n):
     return sum((v[i] for i in range(n)), start=0)
 
 
+
+def tm_harness_ports(dut):
+    """Free inputs of a TrafficManager harness: one packet's decision fields and a host
+    request to the multicast table."""
+    return {
+        "valid": In(1), "drop": In(1), "recirc": In(1), "clone": In(1), "group": In(8),
+        "egp": In(4), "count": In(3),
+        "h_start": In(1), "h_we": In(1), "h_addr": In(len(dut.mc_addr)),
+        "h_wdata": In(dut.entry_width),
+    }
+
 class TmProps(wiring.Component):
     def __init__(self, n_outputs=4, mcast_groups=4, max_recirc=2, rid_width=16):
         self.dut = TrafficManager(n_outputs, mcast_groups, max_recirc, rid_width=rid_width)
         self.n, self.G, self.maxr, self.rw = n_outputs, mcast_groups, max_recirc, rid_width
-        ew = self.dut.entry_width
-        super().__init__({
-            "valid": In(1), "drop": In(1), "recirc": In(1), "clone": In(1), "group": In(8),
-            "egp": In(4), "count": In(3),
-            "h_start": In(1), "h_we": In(1), "h_addr": In(len(self.dut.mc_addr)),
-            "h_wdata": In(ew),
-        })
+        super().__init__(tm_harness_ports(self.dut))
 
     def elaborate(self, platform):
         m = Module()

@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In
 
 from netstor.gateware.traffic_manager import TrafficManager
 from props_packet_buffer import _started
+from props_tm import tm_harness_ports
 
 __all__ = ["TmEquivProps"]
 
@@ -75,13 +76,7 @@ class TmEquivProps(wiring.Component):
     def __init__(self, n_outputs=4, mcast_groups=4, max_recirc=2):
         self.dut = TrafficManager(n_outputs, mcast_groups, max_recirc)
         self.n, self.G, self.maxr = n_outputs, mcast_groups, max_recirc
-        ew = self.dut.entry_width
-        super().__init__({
-            "valid": In(1), "drop": In(1), "recirc": In(1), "clone": In(1), "group": In(8),
-            "egp": In(4), "count": In(3),
-            "h_start": In(1), "h_we": In(1), "h_addr": In(len(self.dut.mc_addr)),
-            "h_wdata": In(ew),
-        })
+        super().__init__(tm_harness_ports(self.dut))
 
     def elaborate(self, platform):
         m = Module()

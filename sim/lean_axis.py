@@ -50,20 +50,25 @@ def _sig(dut, name, required=True):
         return None
 
 
+
+def _attach(port, dut, prefix, width_bytes):
+    """The AXI-Stream signals ``<prefix>_t*`` of ``dut`` as attributes of ``port``."""
+    port.prefix = prefix
+    port.wb = width_bytes
+    port.tdata = _sig(dut, f"{prefix}_tdata")
+    port.tkeep = _sig(dut, f"{prefix}_tkeep", False)
+    port.tvalid = _sig(dut, f"{prefix}_tvalid")
+    port.tlast = _sig(dut, f"{prefix}_tlast", False)
+    port.tuser = _sig(dut, f"{prefix}_tuser", False)
+    port.tready = _sig(dut, f"{prefix}_tready", False)
+
 class LeanSource:
     """Drives ``<prefix>_{tdata,tkeep,tvalid,tlast,tuser}``; honours ``<prefix>_tready`` when the
     DUT has one. ``idle`` is an optional iterator of booleans: a True inserts one idle cycle
     before the next beat is offered (only between beats: a beat once offered is held)."""
 
     def __init__(self, dut, prefix, *, width_bytes=64, idle=None):
-        self.prefix = prefix
-        self.wb = width_bytes
-        self.tdata = _sig(dut, f"{prefix}_tdata")
-        self.tkeep = _sig(dut, f"{prefix}_tkeep", False)
-        self.tvalid = _sig(dut, f"{prefix}_tvalid")
-        self.tlast = _sig(dut, f"{prefix}_tlast", False)
-        self.tuser = _sig(dut, f"{prefix}_tuser", False)
-        self.tready = _sig(dut, f"{prefix}_tready", False)
+        _attach(self, dut, prefix, width_bytes)
         self.idle = idle
         self.queue = deque()          # (beats, user)
         self._cur = None              # beats of the frame being sent
@@ -137,14 +142,7 @@ class LeanSink:
     def __init__(self, dut, prefix, *, width_bytes=64, pause=None, capture="all"):
         if capture not in ("all", "first", "none"):
             raise ValueError(capture)
-        self.prefix = prefix
-        self.wb = width_bytes
-        self.tdata = _sig(dut, f"{prefix}_tdata")
-        self.tkeep = _sig(dut, f"{prefix}_tkeep", False)
-        self.tvalid = _sig(dut, f"{prefix}_tvalid")
-        self.tlast = _sig(dut, f"{prefix}_tlast", False)
-        self.tuser = _sig(dut, f"{prefix}_tuser", False)
-        self.tready = _sig(dut, f"{prefix}_tready", False)
+        _attach(self, dut, prefix, width_bytes)
         self.pause = pause
         self.capture = capture
         self._ready = True
