@@ -15,6 +15,9 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.lock
 	$(PY) -c "import site, pathlib; pathlib.Path(site.getsitepackages()[0], 'netstor-dev.pth').write_text('$(CURDIR)/rtl\n$(CURDIR)/sw\n$(CURDIR)/sim\n')"
+	for s in netstor:netstor.cli netstor-server:netstor.agent.server netstor-load:netstor.agent.load; do \
+	  printf '#!/bin/sh\nexec "%s" -m %s "$$@"\n' "$(CURDIR)/$(PY)" "$${s#*:}" > $(VENV)/bin/$${s%%:*}; \
+	  chmod +x $(VENV)/bin/$${s%%:*}; done
 	touch $@
 
 venv: $(STAMP)
