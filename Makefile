@@ -25,7 +25,17 @@ venv: $(STAMP)
 rtl: $(STAMP)
 	$(PY) -m netstor.build rtl --out build/rtl
 
-test: rtl
+# System packages the tests need (tshark for the Wireshark dissector test); apt only if missing.
+.PHONY: sysdeps
+sysdeps:
+	@if command -v tshark >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "sysdeps: installing tshark (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null \
+	    || echo "sysdeps: WARNING: apt-get install tshark failed; the dissector test will fail"; \
+	else echo "sysdeps: WARNING: tshark is missing and cannot be installed here (needs root and apt-get); install tshark (Wireshark CLI) yourself, or set NETSTOR_ALLOW_NO_TSHARK=1 to skip its test"; fi
+
+test: rtl sysdeps
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
 
 formal: $(STAMP)
