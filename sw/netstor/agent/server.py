@@ -1,0 +1,436 @@
+"""``netstor-server``: a UDP storage server in front of LMDB.
+
+Run ``python -m netstor.agent.server --db DIR [options]`` (or ``netstor-server``). When ready
+it prints exactly one line ``netstor-server <id> listening on <addr>:<port>`` to stdout
+(``port`` is the real one, so ``--port 0`` works). SIGTERM / SIGINT stop it cleanly.
+
+Threads: one receiver reads datagrams, answers malformed ones and BUSY at once, and queues
+the rest for ``--workers`` worker threads (the worker slots). A worker does the LMDB work,
+adds the service-time model's delay (:mod:`netstor.agent.servicetime`) by sleeping, and
+replies with ``server_id``, ``queue_len`` (requests queued or in service, including this
+one) and ``service_ns`` (measured time the worker spent: LMDB work plus the delay as slept).
+
+Durability: every PUT/DEL is its own LMDB write transaction, committed (and, unless
+``--no-sync``, fsynced) before the reply is sent.
+
+The same code serves tests in-process through :class:`Server`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import queue
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import lmdb
+
+from netstor.proto import (Header, HEADER_LEN, MAGIC, MAX_VALUE, Op, ProtocolError, REPLY,
+                           Status, STORAGE_UDP_PORT, VERSION)
+from netstor.agent import servicetime
+
+__all__ = ["Server", "main"]
+
+log = logging.getLogger("netstor.agent.server")
+
+_KEY = struct.Struct("!Q")
+_PEEK = struct.Struct("!HB")
+_RECV_BUF = 65535
+_STOP = None
+
+
+class Server:
+    """A storage server. ``start()`` binds and starts the threads (returns at once);
+    ``stop()`` stops and closes LMDB. ``address`` is the bound ``(addr, port)``.
+
+    Counters (:meth:`stats`): ``received`` datagrams; ``served`` requests answered by a
+    worker (any status); ``ok``, ``not_found``; ``busy`` (BUSY replies);
+    ``bad_request`` (malformed but answered); ``dropped`` (malformed, not answerable);
+    ``storage_errors`` (ERROR replies); ``send_errors``; ``by_op``; ``errors`` =
+    storage_errors + bad_request + dropped.
+    """
+
+    def __init__(self, db, bind="0.0.0.0", port=STORAGE_UDP_PORT, workers=4, server_id=0,
+                 queue_limit=1024, service_model="none", seed=None, controller=None,
+                 heartbeat_interval=1.0, sync=True, map_size=1 << 30, advertise=None):
+        if not isinstance(server_id, int) or not 0 <= server_id <= 0xFFFF:
+            raise ValueError(f"server_id must be a 16-bit unsigned integer, got {server_id!r}")
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers!r}")
+        if not isinstance(queue_limit, int) or queue_limit < 0:
+            raise ValueError(f"queue_limit must be >= 0, got {queue_limit!r}")
+        if controller is not None and not heartbeat_interval > 0:
+            raise ValueError(f"heartbeat_interval must be > 0, got {heartbeat_interval!r}")
+        self.db_path = os.fspath(db)
+        self.bind, self.port = bind, int(port)
+        self.workers, self.server_id, self.queue_limit = workers, server_id, queue_limit
+        self.model = servicetime.parse(service_model, seed=seed)
+        self.controller = controller.rstrip("/") if controller else None
+        self.heartbeat_interval = float(heartbeat_interval)
+        self.sync, self.map_size = sync, int(map_size)
+        self.advertise = advertise
+        self.env = None
+        self.sock = None
+        self._threads = []
+        self._q = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._pending = 0           # queued + in service
+        self._in_service = 0
+        self._stop = threading.Event()
+        self._started_at = None
+        self._c = dict(received=0, served=0, ok=0, not_found=0, busy=0, bad_request=0,
+                       dropped=0, storage_errors=0, send_errors=0, heartbeats_sent=0,
+                       heartbeat_failures=0)
+        self._by_op = {"GET": 0, "PUT": 0, "DEL": 0}
+
+    # -- life cycle --------------------------------------------------------------------------
+    @property
+    def address(self):
+        return self.sock.getsockname()[:2] if self.sock else (self.bind, self.port)
+
+    @property
+    def running(self):
+        return self._started_at is not None and not self._stop.is_set()
+
+    def start(self):
+        if self._started_at is not None:
+            raise RuntimeError("server already started")
+        os.makedirs(self.db_path, exist_ok=True)
+        self.env = lmdb.open(self.db_path, map_size=self.map_size, subdir=True,
+                             sync=self.sync, metasync=self.sync, lock=True,
+                             max_readers=max(126, 2 * self.workers + 8), max_dbs=0)
+        try:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+            except OSError:
+                pass
+            self.sock.bind((self.bind, self.port))
+            self.sock.settimeout(0.1)
+        except BaseException:
+            self.env.close()
+            self.env = None
+            if self.sock:
+                self.sock.close()
+                self.sock = None
+            raise
+        self._started_at = time.monotonic()
+        self._threads = [threading.Thread(target=self._worker, name=f"netstor-worker{i}",
+                                          daemon=True) for i in range(self.workers)]
+        self._threads.append(threading.Thread(target=self._receiver, name="netstor-rx",
+                                              daemon=True))
+        if self.controller:
+            self._threads.append(threading.Thread(target=self._heartbeat,
+                                                  name="netstor-heartbeat", daemon=True))
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self, timeout=5.0):
+        """Stop serving: the receiver stops, queued requests are still answered, then LMDB
+        is closed. Idempotent."""
+        if self._started_at is None or self.env is None:
+            return
+        self._stop.set()
+        rx = [t for t in self._threads if t.name == "netstor-rx"]
+        for t in rx:
+            t.join(timeout)
+        for _ in range(self.workers):
+            self._q.put(_STOP)
+        end = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, end - time.monotonic()))
+        self.sock.close()
+        self.env.close()
+        self.env = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- stats -------------------------------------------------------------------------------
+    @property
+    def queue_len(self):
+        return self._pending
+
+    def stats(self):
+        with self._lock:
+            s = dict(self._c)
+            s["by_op"] = dict(self._by_op)
+            s["queue_len"] = self._pending
+            s["in_service"] = self._in_service
+        s["errors"] = s["storage_errors"] + s["bad_request"] + s["dropped"]
+        s["uptime_s"] = 0.0 if self._started_at is None else time.monotonic() - self._started_at
+        s["server_id"] = self.server_id
+        return s
+
+    def _count(self, name, n=1):
+        with self._lock:
+            self._c[name] += n
+
+    # -- data path ---------------------------------------------------------------------------
+    def _send(self, h, addr):
+        try:
+            self.sock.sendto(h.pack(), addr)
+        except (OSError, ValueError) as e:
+            self._count("send_errors")
+            log.debug("send to %s failed: %s", addr, e)
+
+    def _malformed(self, data, addr, why):
+        """Answer BAD_REQUEST when the header is there with our magic and version, else drop."""
+        if len(data) >= HEADER_LEN and _PEEK.unpack_from(data) == (MAGIC, VERSION):
+            (_m, _v, op, _st, flags, _sid, req_id, _ql, _vl, _sn, key,
+             seq) = struct.unpack_from("!HBBBBHIHHIQI", data)
+            req = Header(op=op & 0x7F, key=key, req_id=req_id, flags=flags, seq=seq)
+            with self._lock:
+                self._c["bad_request"] += 1
+                ql = self._pending
+            self._send(req.reply(Status.BAD_REQUEST, server_id=self.server_id,
+                                 queue_len=min(ql, 0xFFFF)), addr)
+            log.debug("BAD_REQUEST to %s: %s", addr, why)
+        else:
+            self._count("dropped")
+            log.debug("dropped datagram from %s: %s", addr, why)
+
+    def _receiver(self):
+        sock, q, lock, c = self.sock, self._q, self._lock, self._c
+        while not self._stop.is_set():
+            try:
+                data, addr = sock.recvfrom(_RECV_BUF)
+            except socket.timeout:
+                continue
+            except OSError as e:
+                if self._stop.is_set():
+                    break
+                log.debug("recvfrom: %s", e)     # e.g. ICMP errors reported on the socket
+                continue
+            try:
+                with lock:
+                    c["received"] += 1
+                try:
+                    h = Header.unpack(data)
+                except ProtocolError as e:
+                    self._malformed(data, addr, str(e))
+                    continue
+                if h.is_reply or h.op not in Op.NAMES:
+                    self._malformed(data, addr, f"not a request op ({Op.name(h.op)})")
+                    continue
+                if h.op == Op.PUT and len(h.value) > MAX_VALUE:
+                    self._malformed(data, addr, f"value of {len(h.value)} bytes > MAX_VALUE")
+                    continue
+                with lock:
+                    if self._pending - self._in_service >= self.queue_limit:
+                        c["busy"] += 1
+                        ql = self._pending
+                        busy = True
+                    else:
+                        self._pending += 1
+                        busy = False
+                if busy:
+                    self._send(h.reply(Status.BUSY, server_id=self.server_id,
+                                       queue_len=min(ql, 0xFFFF)), addr)
+                    continue
+                q.put((h, addr))
+            except Exception:       # never let one datagram kill the receiver
+                log.exception("receiver: unexpected error on a datagram from %s", addr)
+
+    def _do(self, h):
+        key = _KEY.pack(h.key)
+        env = self.env
+        if h.op == Op.GET:
+            with env.begin(buffers=False) as txn:
+                v = txn.get(key)
+            return (Status.OK, v) if v is not None else (Status.NOT_FOUND, b"")
+        if h.op == Op.PUT:
+            with env.begin(write=True) as txn:
+                txn.put(key, h.value)
+            return Status.OK, b""
+        with env.begin(write=True) as txn:
+            found = txn.delete(key)
+        return (Status.OK if found else Status.NOT_FOUND), b""
+
+    def _worker(self):
+        q, lock, c, model = self._q, self._lock, self._c, self.model
+        sleep, clock = time.sleep, time.perf_counter_ns
+        while True:
+            item = q.get()
+            if item is _STOP:
+                return
+            h, addr = item
+            with lock:
+                self._in_service += 1
+            t0 = clock()
+            try:
+                try:
+                    status, value = self._do(h)
+                except lmdb.Error as e:
+                    log.warning("storage error on %s key=%d: %s", Op.name(h.op), h.key, e)
+                    status, value = Status.ERROR, b""
+                delay = model.sample_ns()
+                if delay > 0:
+                    t_end = t0 + (clock() - t0) + delay
+                    sleep(delay / 1e9)
+                    # a short top-up if woken early (sleep never sleeps less on Linux, but be safe)
+                    left = t_end - clock()
+                    if left > 0:
+                        sleep(left / 1e9)
+                service = clock() - t0
+                with lock:
+                    ql = self._pending
+                    c["served"] += 1
+                    c[{Status.OK: "ok", Status.NOT_FOUND: "not_found"}.get(
+                        status, "storage_errors")] += 1
+                    self._by_op[Op.NAMES[h.op]] += 1
+                self._send(h.reply(status, value=value, server_id=self.server_id,
+                                   queue_len=min(ql, 0xFFFF), service_ns=service), addr)
+            except Exception:
+                log.exception("worker: unexpected error")
+            finally:
+                with lock:
+                    self._pending -= 1
+                    self._in_service -= 1
+
+    # -- heartbeat ---------------------------------------------------------------------------
+    def heartbeat_payload(self):
+        s = self.stats()
+        addr, port = self.address
+        return {"server_id": self.server_id, "addr": self.advertise or addr, "port": port,
+                "queue_len": s["queue_len"], "served": s["served"], "errors": s["errors"],
+                "uptime_s": round(s["uptime_s"], 3)}
+
+    def _heartbeat(self):
+        url = self.controller + "/api/v1/heartbeat"
+        last_log = None
+        failures = 0
+        while not self._stop.wait(self.heartbeat_interval):
+            body = json.dumps(self.heartbeat_payload()).encode()
+            req = urllib.request.Request(url, data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+            try:
+                timeout = min(2.0, max(0.2, self.heartbeat_interval))
+                with urllib.request.urlopen(req, timeout=timeout) as resp:
+                    resp.read()
+                self._count("heartbeats_sent")
+                if failures:
+                    log.info("controller %s reachable again", self.controller)
+                failures = 0
+            except Exception as e:      # never fatal
+                failures += 1
+                self._count("heartbeat_failures")
+                now = time.monotonic()
+                if last_log is None or now - last_log >= 60.0:
+                    last_log = now
+                    log.warning("heartbeat to %s failed (%s); retrying every %gs, logging at "
+                                "most once a minute", url, e, self.heartbeat_interval)
+
+
+def _u16(text):
+    v = int(text, 0)
+    if not 0 <= v <= 0xFFFF:
+        raise argparse.ArgumentTypeError(f"{text} is not a 16-bit unsigned integer")
+    return v
+
+
+def _positive_int(text):
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 1")
+    return v
+
+
+def _nonneg_int(text):
+    v = int(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    return v
+
+
+def _service_model(text):
+    try:
+        servicetime.parse(text)
+    except servicetime.SpecError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="netstor-server",
+                                description="netstor UDP storage server in front of LMDB")
+    p.add_argument("--bind", default="0.0.0.0", metavar="ADDR",
+                   help="address to bind (default 0.0.0.0)")
+    p.add_argument("--port", type=int, default=STORAGE_UDP_PORT,
+                   help=f"UDP port (default {STORAGE_UDP_PORT}; 0 = any free port)")
+    p.add_argument("--db", required=True, metavar="DIR", help="LMDB environment directory")
+    p.add_argument("--workers", type=_positive_int, default=4, metavar="N",
+                   help="worker slots (default 4)")
+    p.add_argument("--server-id", type=_u16, default=0, metavar="K",
+                   help="16-bit id written into every reply (default 0)")
+    p.add_argument("--queue-limit", type=_nonneg_int, default=1024, metavar="Q",
+                   help="requests waiting beyond this get BUSY at once (default 1024)")
+    p.add_argument("--service-model", type=_service_model, default="none", metavar="SPEC",
+                   help=f"extra service time: {servicetime.SPEC_HELP} (default none)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the service-model RNG")
+    p.add_argument("--controller", default=None, metavar="URL",
+                   help="POST heartbeats to URL/api/v1/heartbeat")
+    p.add_argument("--heartbeat-interval", type=float, default=1.0, metavar="S",
+                   help="seconds between heartbeats (default 1.0)")
+    p.add_argument("--advertise", default=None, metavar="ADDR",
+                   help="address reported in heartbeats (default: the bound address)")
+    p.add_argument("--no-sync", action="store_true",
+                   help="do not fsync LMDB commits (faster, not durable on power loss)")
+    p.add_argument("--map-size", type=int, default=1 << 30, metavar="BYTES",
+                   help="LMDB map size (default 1 GiB)")
+    p.add_argument("--log-level", default="INFO",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="netstor-server %(levelname)s %(message)s")
+    if args.controller is not None and not args.heartbeat_interval > 0:
+        build_parser().error("--heartbeat-interval must be > 0")
+    srv = Server(db=args.db, bind=args.bind, port=args.port, workers=args.workers,
+                 server_id=args.server_id, queue_limit=args.queue_limit,
+                 service_model=args.service_model, seed=args.seed, controller=args.controller,
+                 heartbeat_interval=args.heartbeat_interval, sync=not args.no_sync,
+                 map_size=args.map_size, advertise=args.advertise)
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        srv.start()
+    except (OSError, lmdb.Error) as e:
+        print(f"netstor-server: cannot start: {e}", file=sys.stderr)
+        return 1
+    addr, port = srv.address
+    print(f"netstor-server {srv.server_id} listening on {addr}:{port}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        srv.stop()
+        s = srv.stats()
+        log.info("stopped: served %d, busy %d, bad_request %d, dropped %d, storage errors %d",
+                 s["served"], s["busy"], s["bad_request"], s["dropped"], s["storage_errors"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
