@@ -279,6 +279,37 @@ class TableWriter:
         _check_uint(f"register bank {bank}: value", value, b.width)
         return [(bank, index, value)]
 
+    # ---- shadow from the device ----------------------------------------------------------------
+    def load_shadow(self, table, words):
+        """Replace the shadow of ``table`` by what the device holds: ``words`` is the table's
+        raw entries, one per address, as read back. Lets a new writer (a CLI process, a
+        restarted controller) take over a table another writer filled."""
+        t = self._table(table)
+        if len(words) != t.size:
+            raise ValueError(f"table {table}: {len(words)} words for {t.size} entries")
+        kw = t.key_width
+        if t.kind == "exact":
+            self._exact[table] = {(w >> 1) & _mask(kw): a for a, w in enumerate(words) if w & 1}
+        elif t.kind == "ternary":
+            self._ternary[table] = {a: ((w >> 1) & _mask(kw), (w >> (1 + kw)) & _mask(kw))
+                                    for a, w in enumerate(words) if w & 1}
+        else:
+            entries = []
+            for a, w in enumerate(words):
+                if not w & 1:
+                    break          # the writer keeps LPM entries packed from address 0
+                m = (w >> (1 + kw)) & _mask(kw)
+                plen = bin(m).count("1")
+                if m != _mask(plen) << (kw - plen):
+                    raise ValueError(f"table {table}: entry {a} has mask {m:#x}, not a prefix")
+                rest = w >> (1 + 2 * kw)
+                entries.append(((w >> 1) & _mask(kw), plen, rest & _mask(t.action_bits),
+                                rest >> t.action_bits))
+            if any(w & 1 for w in words[len(entries):]):
+                raise ValueError(f"table {table}: valid entries after a hole; this writer keeps "
+                                 "LPM entries packed from address 0 (clear the table first)")
+            self._lpm[table] = entries
+
     # ---- decoding ------------------------------------------------------------------------------
     def decode_entry(self, table, word):
         """A raw word of ``table`` (or of ``"<table>.default"``) as a dict, for dumps."""

@@ -11,7 +11,11 @@ A transport moves 32-bit words of the application control window (``read32(offse
   (:class:`netstor.model.dataplane.DataplaneModel`), decoded with the same schema, so register,
   counter and indirect-memory traffic reach the model's state.
 * the simulation's transport (``sim/axil_transport.py``): cocotbext-axi's AXI-Lite master on the
-  simulated RTL, used with :class:`~netstor.driver.regs.AsyncCsrClient`.
+  simulated RTL, used with :class:`~netstor.driver.regs.AsyncCsrClient`; and
+  :class:`SimTransport`, the same bus behind blocking ``read32``/``write32`` for host code that
+  runs in a thread started with ``cocotb.task.bridge`` (each access blocks the thread while
+  the simulator runs the bus transaction), so synchronous host code (the API, the controller,
+  the CLI's functions) runs unchanged against the simulated RTL.
 
 :func:`open_device` picks one from a target string and checks the device identity (ID,
 version, schema hash) before returning a client.
@@ -29,7 +33,7 @@ import struct
 
 from .regs import CsrClient
 
-__all__ = ["MmioTransport", "ModelTransport", "open_device", "APP_WINDOW_BYTES"]
+__all__ = ["MmioTransport", "ModelTransport", "SimTransport", "open_device", "APP_WINDOW_BYTES"]
 
 #: Corundum's application window on Alveo builds (AXIL_APP_CTRL_ADDR_WIDTH = 24)
 APP_WINDOW_BYTES = 1 << 24
@@ -187,10 +191,29 @@ class ModelTransport:
         self._status = 0
 
 
-def open_device(target, schema, *, model=None, expected_app_id=None):
+class SimTransport:
+    """Blocking access to an asynchronous (cocotb) transport, for code in a bridge thread:
+    ``await cocotb.task.bridge(host_function)(...)`` in the test, and inside
+    ``host_function`` every ``read32``/``write32`` waits for the simulated bus."""
+
+    def __init__(self, async_transport):
+        from cocotb.task import resume
+        self._read = resume(async_transport.read32)
+        self._write = resume(async_transport.write32)
+
+    def read32(self, offset):
+        return self._read(offset)
+
+    def write32(self, offset, value):
+        self._write(offset, value)
+
+
+def open_device(target, schema, *, model=None, transport=None, expected_app_id=None):
     """A checked :class:`CsrClient` for ``target``:
 
     * ``"model"``: the golden model (``model``, or a new one of the default pipeline);
+    * ``"sim"``: the simulated RTL inside a cocotb test: ``transport`` is the test's
+      asynchronous AXI-Lite transport, and the caller runs in a ``bridge`` thread;
     * ``"pcie:<BDF>"``: BAR2 of that PCI function through sysfs;
     * ``"/dev/mqnicN"``: the application region of Corundum's character device;
     * any other path: a file mapped as the window (tests, captures).
@@ -204,6 +227,11 @@ def open_device(target, schema, *, model=None, expected_app_id=None):
             from netstor.programs import default_pipeline
             model = DataplaneModel(default_pipeline())
         transport = ModelTransport(model, schema)
+    elif target == "sim":
+        if transport is None:
+            raise ValueError("target 'sim' needs transport= (the cocotb test's AXI-Lite "
+                             "transport)")
+        transport = SimTransport(transport)
     elif target.startswith("pcie:"):
         bdf = target[len("pcie:"):]
         if bdf.count(":") == 1:

@@ -1,0 +1,220 @@
+"""Declarative configuration files (YAML or TOML) and how they are applied.
+
+A configuration says what the data plane should hold; ``netstor apply CONFIG``, the
+controller and the test bed's switch make the device match it. Format (YAML shown; TOML has
+the same structure)::
+
+    registers:                         # run-time registers by name
+      parser.udp_port.prim: 0x5EED
+    tables:
+      l3.routes:                       # LPM: prefix, action, params
+        replace: true                  # entries not listed here are removed (default true)
+        default: {action: to_host}
+        entries:
+          - {prefix: 10.77.1.1/32, action: route,
+             params: {port: 1, dmac: "02:00:00:00:01:01", smac: "02:00:00:00:ff:01"}}
+      prim.ops:                        # exact: key (a list of key parts, or one value)
+        entries:
+          - {key: 1, action: forward, params: {port: 1}}
+      prim.acl:                        # ternary: value, mask, priority (0 wins)
+        entries:
+          - {priority: 0, value: [10.0.0.9, 0], mask: [255.255.255.255, 0], action: deny}
+    banks:                             # register banks: index -> value
+      prim.cells: {0: 5, 3: 7}
+    mcast:                             # group -> [[port, rid], ...]
+      1: [[0, 1], [1, 2]]
+
+Values are ints or text (``0x..``, dotted IPv4, colon MAC). The whole file is validated (every
+name, key width, parameter, prefix) before anything is written, then applied as one batch:
+a bad file changes nothing. Errors name the place: ``tables.l3.routes.entries[2]: ...``.
+
+Offloads add their own top-level sections (``netclone:``, ``netrs:`` ...) with
+:func:`register_section`; a section nobody registered is an error, not silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import yaml
+
+__all__ = ["load_config", "apply_config", "register_section", "ConfigError"]
+
+_SECTIONS = {}
+_CORE = {"registers", "tables", "banks", "mcast", "device"}
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be applied; the message says where and why."""
+
+
+def register_section(name, handler):
+    """``handler(device, section_value, dry_run)`` applies top-level section ``name``; it runs
+    inside the configuration's batch, after the core sections."""
+    if name in _CORE:
+        raise ValueError(f"section {name!r} is built in")
+    _SECTIONS[name] = handler
+
+
+def load_config(source):
+    """A configuration dict from a dict, a ``.yaml``/``.yml``/``.toml``/``.json`` path."""
+    if isinstance(source, dict):
+        return source
+    path = Path(source)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} not found") from None
+    try:
+        if path.suffix == ".toml":
+            cfg = tomllib.loads(text)
+        elif path.suffix == ".json":
+            cfg = json.loads(text)
+        elif path.suffix in (".yaml", ".yml"):
+            cfg = yaml.safe_load(text)
+        else:
+            raise ConfigError(f"{path}: unknown configuration format {path.suffix!r} "
+                              "(use .yaml, .yml, .toml or .json)")
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: {e}") from None
+    if cfg is None:
+        cfg = {}
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    return cfg
+
+
+def _mapping(where, v):
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(v).__name__}")
+    return v
+
+
+def _int_key(where, k):
+    try:
+        return int(k, 0) if isinstance(k, str) else int(k)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: {k!r} is not an integer") from None
+
+
+def _entry_match(table, e, where):
+    kind = table.kind
+    allowed = {"action", "params"} | {"exact": {"key"}, "ternary": {"value", "mask", "priority"},
+                                      "lpm": {"prefix"}}[kind]
+    unknown = set(e) - allowed
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {sorted(unknown)} for a {kind} entry "
+                          f"(fields: {sorted(allowed)})")
+    need = {"exact": ["key"], "ternary": ["value", "mask", "priority"], "lpm": ["prefix"]}[kind]
+    missing = [f for f in need + ["action"] if f not in e]
+    if missing:
+        raise ConfigError(f"{where}: missing {missing}")
+
+
+def _apply_table(dev, name, spec, where):
+    table = dev.table(name)
+    spec = _mapping(where, spec)
+    unknown = set(spec) - {"entries", "default", "replace"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {sorted(unknown)} (fields: entries, "
+                          "default, replace)")
+    if "default" in spec:
+        d = _mapping(f"{where}.default", spec["default"])
+        table.set_default(d.get("action"), d.get("params") or {})
+    entries = spec.get("entries", [])
+    if not isinstance(entries, list):
+        raise ConfigError(f"{where}.entries: expected a list")
+    wanted = []
+    for i, e in enumerate(entries):
+        w = f"{where}.entries[{i}]"
+        _entry_match(table, _mapping(w, e), w)
+        wanted.append((w, e))
+    if spec.get("replace", True):
+        keep = set()
+        for w, e in wanted:
+            if table.kind == "exact":
+                keep.add(tuple(table._key(e["key"])))
+            elif table.kind == "ternary":
+                keep.add(e["priority"])
+            else:
+                keep.add(tuple(table._locate(e["prefix"])))
+        for cur in table.dump():
+            if table.kind == "exact":
+                ident, match = tuple(cur["key"]), cur["key"]
+            elif table.kind == "ternary":
+                ident = match = cur["address"]
+            else:
+                ident = match = (cur["prefix"], cur["prefix_len"])
+            if ident not in keep:
+                table.delete(list(match) if table.kind == "lpm" else match)
+    for w, e in wanted:
+        try:
+            if table.kind == "exact":
+                table.add(e["key"], e["action"], e.get("params") or {})
+            elif table.kind == "ternary":
+                table.add(e["value"], e["action"], e.get("params") or {}, mask=e["mask"],
+                          priority=e["priority"])
+            else:
+                table.add(e["prefix"], e["action"], e.get("params") or {})
+        except (KeyError, ValueError, TypeError) as err:
+            raise ConfigError(f"{w}: {err.args[0] if err.args else err}") from None
+
+
+def apply_config(dev, config, *, dry_run=False):
+    """Make ``dev`` (a :class:`netstor.api.Device`) hold ``config``. Returns a summary dict
+    (counts of what was written). ``dry_run``: validate only, write nothing."""
+    cfg = load_config(config)
+    unknown = set(cfg) - _CORE - set(_SECTIONS)
+    if unknown:
+        raise ConfigError(f"unknown section(s) {sorted(unknown)}; known: "
+                          f"{sorted(_CORE | set(_SECTIONS))}")
+    summary = {"registers": 0, "tables": 0, "entries": 0, "banks": 0, "mcast": 0, "writes": 0}
+    try:
+        with dev.batch():
+            for name, v in _mapping("registers", cfg.get("registers") or {}).items():
+                try:
+                    dev.reg_write(name, v)
+                except (KeyError, ValueError, TypeError) as e:
+                    raise ConfigError(f"registers.{name}: {e.args[0]}") from None
+                summary["registers"] += 1
+            for name, spec in _mapping("tables", cfg.get("tables") or {}).items():
+                where = f"tables.{name}"
+                try:
+                    _apply_table(dev, name, spec, where)
+                except ConfigError:
+                    raise
+                except (KeyError, ValueError, TypeError) as e:
+                    raise ConfigError(f"{where}: {e.args[0]}") from None
+                summary["tables"] += 1
+                summary["entries"] += len(spec.get("entries", []))
+            for name, cells in _mapping("banks", cfg.get("banks") or {}).items():
+                for idx, v in _mapping(f"banks.{name}", cells).items():
+                    try:
+                        dev.bank(name).write(_int_key(f"banks.{name}", idx), v)
+                    except (KeyError, ValueError, TypeError) as e:
+                        raise ConfigError(f"banks.{name}[{idx}]: {e.args[0]}") from None
+                    summary["banks"] += 1
+            for g, members in _mapping("mcast", cfg.get("mcast") or {}).items():
+                where = f"mcast.{g}"
+                if not isinstance(members, list):
+                    raise ConfigError(f"{where}: expected a list of [port, rid]")
+                try:
+                    dev.mcast_set(_int_key(where, g), members)
+                except (KeyError, ValueError, TypeError) as e:
+                    raise ConfigError(f"{where}: {e.args[0]}") from None
+                summary["mcast"] += 1
+            for name, handler in _SECTIONS.items():
+                if name in cfg:
+                    handler(dev, cfg[name], dry_run)
+            summary["writes"] = len(dev._pending)
+            if dry_run:
+                raise _DryRun
+    except _DryRun:
+        pass
+    return summary
+
+
+class _DryRun(Exception):
+    pass

@@ -1,0 +1,92 @@
+"""Table, action and bank descriptions read from ``schema.json`` alone.
+
+The host needs only the schema the gateware build exports, not the Python program
+descriptions: :class:`SchemaPipeline` offers the attributes :class:`netstor.driver.tables.
+TableWriter` reads from a :class:`netstor.lang.Pipeline` (tables with their keys, actions and
+parameter widths, register banks, port and multicast-group counts), built from the schema's
+``tables``, ``banks``, ``ports`` and ``mcast_groups`` sections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SchemaPipeline"]
+
+
+@dataclass(frozen=True)
+class _Key:
+    expr: str
+    width: int
+
+
+class _Action:
+    def __init__(self, d):
+        self.name = d["name"]
+        self.params = {p["name"]: p["width"] for p in d["params"]}
+
+    @property
+    def param_width(self):
+        return sum(self.params.values())
+
+    def pack_params(self, values):
+        unknown = set(values) - set(self.params)
+        if unknown:
+            raise KeyError(f"action {self.name} has no parameter(s) {sorted(unknown)}")
+        word, shift = 0, 0
+        for p, w in self.params.items():
+            word |= (values.get(p, 0) & ((1 << w) - 1)) << shift
+            shift += w
+        return word
+
+    def unpack_params(self, word):
+        out, shift = {}, 0
+        for p, w in self.params.items():
+            out[p] = (word >> shift) & ((1 << w) - 1)
+            shift += w
+        return out
+
+
+class _Table:
+    def __init__(self, name, d):
+        self.qualname = name
+        self.kind = d["kind"]
+        self.size = d["size"]
+        self.ways = d["ways"]
+        self.depth = d["depth"]
+        self.egress = d["egress"]
+        self.key = [_Key(k["expr"], k["width"]) for k in d["key"]]
+        self.key_width = d["key_width"]
+        self.action_bits = d["action_bits"]
+        self.param_width = d["param_width"]
+        self.default_name = d["default"]
+        # ids are 1..n in order; check the schema says so rather than assume it
+        acts = sorted(d["actions"], key=lambda a: a["id"])
+        if [a["id"] for a in acts] != list(range(1, len(acts) + 1)):
+            raise ValueError(f"schema: table {name} action ids are not 1..n")
+        self.actions = [_Action(a) for a in acts]
+
+    def action_id(self, name):
+        for i, a in enumerate(self.actions):
+            if a.name == name:
+                return i + 1
+        raise KeyError(f"table {self.qualname} has no action {name!r} "
+                       f"(it has {[a.name for a in self.actions]})")
+
+
+@dataclass(frozen=True)
+class _Bank:
+    qualname: str
+    width: int
+    depth: int
+
+
+class SchemaPipeline:
+    """What the host knows of a pipeline, from its schema."""
+
+    def __init__(self, schema):
+        self.schema = schema
+        self.tables = [_Table(n, d) for n, d in sorted(schema["tables"].items())]
+        self.banks = [_Bank(n, d["width"], d["depth"]) for n, d in sorted(schema["banks"].items())]
+        self.n_ports = sum(1 for p in schema["ports"]["inputs"] if p.startswith("wire_rx"))
+        self.mcast_groups = schema["mcast_groups"]
