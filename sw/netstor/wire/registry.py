@@ -117,12 +117,6 @@ def make_spec(name, udp_port, fields, *, length_field=None, enums=None, constant
         pos += w
     if pos % 8:
         raise ValueError(f"header {name}: {pos} bits is not a whole number of bytes")
-    if length_field is not None:
-        lay = {n: (p, w) for n, p, w in HeaderSpec(name, udp_port, fields).layout()}
-        lp, lw = lay.get(length_field, (0, 0))
-        if lp % 8 or lw not in (8, 16, 24, 32):
-            raise ValueError(f"header {name}: length field {length_field!r} must be a "
-                             "byte-aligned field of 8..32 bits")
     enums = {k: dict(v) for k, v in (enums or {}).items()}
     constants = dict(constants or {})
     for what, keys in (("length_field", [length_field] if length_field else []),
@@ -131,6 +125,12 @@ def make_spec(name, udp_port, fields, *, length_field=None, enums=None, constant
         for k in keys:
             if k not in names:
                 raise ValueError(f"header {name}: {what} names unknown field {k!r}")
+    if length_field is not None:
+        lay = {n: (p, w) for n, p, w in HeaderSpec(name, udp_port, fields).layout()}
+        lp, lw = lay.get(length_field, (0, 0))
+        if lp % 8 or lw not in (8, 16, 24, 32):
+            raise ValueError(f"header {name}: length field {length_field!r} must be a "
+                             "byte-aligned field of 8..32 bits")
     return HeaderSpec(name=name, udp_port=udp_port, fields=fields, length_field=length_field,
                       enums=enums, constants=constants,
                       hex_fields=tuple(hex_fields if hex_fields is not None else constants),
