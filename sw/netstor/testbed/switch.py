@@ -1,0 +1,476 @@
+"""A software switch around the netstor data plane, on real Linux interfaces.
+
+``python -m netstor.testbed.switch --port0 IF0 --port1 IF1 [--dataplane model|rtl]
+[--config FILE] [--stats-json FILE] [--host-pcap FILE]`` (also ``netstor switch ...``,
+through :func:`main`).
+
+Each interface is opened as an AF_PACKET raw socket (``ETH_P_ALL``, promiscuous) and is wire
+port 0 / 1 of the data plane: every frame received on it is passed to the data plane as wire RX
+of that port, every wire TX output is transmitted on the port's interface. Frames the switch
+itself transmitted (``PACKET_OUTGOING``) are ignored, so nothing loops back.
+
+Outputs to the host ports (``P..2P-1``: what the NIC would hand to the host, e.g. unrouted
+traffic) are counted per port and, with ``--host-pcap``, written to a pcap file (one file; the
+host port number is not recorded in it) -- no TAP device, so the switch never creates links.
+
+Checksum offload: a frame a Linux host sends through a veth keeps a *partial* L4 checksum
+(``CHECKSUM_PARTIAL``: the field holds only the pseudo-header sum). AF_PACKET reports that in
+``PACKET_AUXDATA`` (``TP_STATUS_CSUMNOTREADY``); the switch completes the UDP/TCP checksum of
+such frames before the data plane sees them, as a real NIC's peer would have put it on the
+wire. The data plane then updates it incrementally (spec: RFC 1624), so receivers accept it.
+
+Data planes: ``model`` (default) is the golden model :class:`netstor.model.DataplaneModel`
+(about 10k frames/s in Python); ``rtl`` runs the whole core in Verilator with the cocotb
+module ``sim/rtl_switch.py`` (the shared ``build/sim/core`` build), which opens the same two
+sockets itself and programs the same table writes over AXI-Lite.
+
+Table configuration: ``--config`` is a YAML/TOML/JSON file in the netstor config format
+(``tables: {<table>: {default: {...}, entries: [...]}}``); :func:`config_writes` turns it into
+table writes. Without ``--config`` the tables keep their reset contents (``l3``: everything to
+the host).
+
+The switch prints ``netstor-switch ready port0=IF0 port1=IF1 dataplane=KIND`` when it
+forwards, and on SIGTERM/SIGINT prints (and writes to ``--stats-json``) its final counters:
+``ports`` (frames/bytes in and out per wire port), ``to_host`` (per host port), ``drops``
+(frames that produced no output), ``tx_errors``, and ``dataplane`` (the data plane's own
+counters, the names of ``docs/dataplane-spec.md``). ``--stats-json`` is also rewritten about
+once a second while running.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import errno
+import ipaddress
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["PortSocket", "complete_checksum", "config_writes", "load_config", "ModelDataplane",
+           "SwitchStats", "run_model_switch", "run_rtl_switch", "main"]
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_ADD_MEMBERSHIP = 1
+PACKET_MR_PROMISC = 1
+PACKET_AUXDATA = 8
+TP_STATUS_CSUMNOTREADY = 8
+PACKET_OUTGOING = 4
+_AUX = struct.Struct("=IIIHHHH")      # struct tpacket_auxdata
+ROOT = Path(__file__).resolve().parents[3]
+
+
+# ---- raw sockets ------------------------------------------------------------------------------
+def _if_index(ifname):
+    return socket.if_nametoindex(ifname)
+
+
+class PortSocket:
+    """One data-plane port on a Linux interface (AF_PACKET, ETH_P_ALL, non-blocking)."""
+
+    def __init__(self, ifname, *, rcvbuf=4 << 20):
+        self.ifname = ifname
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, rcvbuf)
+            s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+            s.bind((ifname, ETH_P_ALL))
+            mreq = struct.pack("iHH8s", _if_index(ifname), PACKET_MR_PROMISC, 0, b"")
+            s.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+            s.setblocking(False)
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def recv_frames(self, max_frames=64):
+        """Up to ``max_frames`` received frames (never our own transmissions), checksums
+        completed; ``[]`` when nothing is pending."""
+        out = []
+        for _ in range(max_frames):
+            try:
+                data, anc, _flags, addr = self.sock.recvmsg(65536, socket.CMSG_SPACE(_AUX.size))
+            except (BlockingIOError, InterruptedError):
+                break
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            status = 0
+            for level, typ, cdata in anc:
+                if level == SOL_PACKET and typ == PACKET_AUXDATA and len(cdata) >= _AUX.size:
+                    status = _AUX.unpack_from(cdata)[0]
+            if status & TP_STATUS_CSUMNOTREADY:
+                data = complete_checksum(data)
+            out.append(data)
+        return out
+
+    def send(self, frame) -> bool:
+        try:
+            self.sock.send(frame)
+            return True
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as e:
+            if e.errno in (errno.ENOBUFS, errno.EMSGSIZE, errno.ENETDOWN, errno.ENXIO):
+                return False
+            raise
+
+    def close(self):
+        self.sock.close()
+
+
+def _csum16(data: bytes, start=0) -> int:
+    if len(data) & 1:
+        data += b"\0"
+    s = start + sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+def complete_checksum(frame: bytes) -> bytes:
+    """Fill in the full UDP/TCP checksum of an IPv4 frame whose checksum is partial (the
+    kernel's ``CHECKSUM_PARTIAL``); other frames are returned unchanged."""
+    l3 = 14
+    et = struct.unpack_from("!H", frame, 12)[0] if len(frame) >= 14 else 0
+    if et == 0x8100 and len(frame) >= 18:
+        et = struct.unpack_from("!H", frame, 16)[0]
+        l3 = 18
+    if et != 0x0800 or len(frame) < l3 + 20:
+        return frame
+    ihl = (frame[l3] & 15) * 4
+    total = struct.unpack_from("!H", frame, l3 + 2)[0]
+    proto = frame[l3 + 9]
+    frag = struct.unpack_from("!H", frame, l3 + 6)[0] & 0x3FFF
+    l4 = l3 + ihl
+    end = l3 + total
+    if frag or end > len(frame) or ihl < 20:
+        return frame
+    off = {17: 6, 6: 16}.get(proto)
+    if off is None or end < l4 + off + 2:
+        return frame
+    f = bytearray(frame)
+    f[l4 + off:l4 + off + 2] = b"\0\0"
+    pseudo = bytes(f[l3 + 12:l3 + 20]) + struct.pack("!BBH", 0, proto, end - l4)
+    c = (~_csum16(bytes(f[l4:end]), _csum16(pseudo))) & 0xFFFF
+    if c == 0 and proto == 17:
+        c = 0xFFFF
+    struct.pack_into("!H", f, l4 + off, c)
+    return bytes(f)
+
+
+# ---- configuration ---------------------------------------------------------------------------
+def load_config(path):
+    """A config file (``.yaml``/``.yml``, ``.toml``, ``.json``) or dict -> dict."""
+    if isinstance(path, dict):
+        return path
+    p = Path(path)
+    text = p.read_text()
+    if p.suffix in (".yaml", ".yml"):
+        import yaml
+        return yaml.safe_load(text) or {}
+    if p.suffix == ".toml":
+        import tomllib
+        return tomllib.loads(text)
+    return json.loads(text)
+
+
+def _mac(v):
+    if isinstance(v, str) and ":" in v:
+        return int(v.replace(":", ""), 16)
+    return int(v)
+
+
+def _params(action, params):
+    return {k: (_mac(v) if k.endswith("mac") else int(v)) for k, v in (params or {}).items()}
+
+
+def config_writes(pipeline, cfg):
+    """The table writes (``[(memory, address, word)]``) that the config ``cfg`` (dict or path)
+    asks for, for ``pipeline``. Understands defaults and LPM entries (``prefix: a.b.c.d/len``),
+    exact entries (``key: [..]``) and ternary entries (``value``/``mask``/``priority``)."""
+    from netstor.driver.tables import TableWriter
+    cfg = load_config(cfg)
+    w = TableWriter(pipeline)
+    writes = []
+    for name, tcfg in (cfg.get("tables") or {}).items():
+        kind = w.tables[name].kind if name in w.tables else None
+        if kind is None:
+            raise KeyError(f"config: no table {name!r}; tables are {sorted(w.tables)}")
+        d = tcfg.get("default")
+        if d:
+            writes += w.set_default(name, d["action"], _params(d["action"], d.get("params")))
+        for e in tcfg.get("entries") or []:
+            a, prm = e["action"], _params(e["action"], e.get("params"))
+            if kind == "lpm":
+                net = ipaddress.ip_network(e["prefix"], strict=False)
+                writes += w.lpm_add(name, int(net.network_address), net.prefixlen, a, prm)
+            elif kind == "exact":
+                key = e["key"] if isinstance(e["key"], list) else [e["key"]]
+                writes += w.exact_add(name, key, a, prm)
+            else:
+                writes += w.ternary_add(name, e["value"], e["mask"], a, prm,
+                                        priority=e.get("priority", 0))
+    return writes
+
+
+# ---- data planes ------------------------------------------------------------------------------
+class ModelDataplane:
+    """The golden model as the switch's data plane."""
+    kind = "model"
+
+    def __init__(self, writes=()):
+        from netstor.programs import default_pipeline
+        from netstor.model.dataplane import DataplaneModel
+        from netstor.driver.tables import apply_writes
+        self.pipeline = default_pipeline()
+        self.P = self.pipeline.n_ports
+        self.model = DataplaneModel(self.pipeline)
+        apply_writes(self.model, writes)
+
+    def process(self, frame, port):
+        return [(o.port, o.frame) for o in self.model.process(frame, port)]
+
+    def counters(self):
+        return self.model.counters()
+
+
+class SwitchStats:
+    """Per-port frame/byte counts of the switch process (same schema for model and RTL)."""
+
+    def __init__(self, P=2, kind="model"):
+        self.P, self.kind = P, kind
+        self.ports = {p: {"rx_frames": 0, "rx_bytes": 0, "tx_frames": 0, "tx_bytes": 0}
+                      for p in range(P)}
+        self.to_host = {q: 0 for q in range(P, 2 * P)}
+        self.drops = 0
+        self.tx_errors = 0
+        self.t0 = time.monotonic()
+
+    def rx(self, port, frame):
+        self.ports[port]["rx_frames"] += 1
+        self.ports[port]["rx_bytes"] += len(frame)
+
+    def outputs(self, outs, socks, pcap=None):
+        """Account (and transmit) the data plane's outputs ``[(port, frame)]`` of one frame."""
+        if not outs:
+            self.drops += 1
+        for q, f in outs:
+            if q < self.P:
+                if socks[q].send(f):
+                    self.ports[q]["tx_frames"] += 1
+                    self.ports[q]["tx_bytes"] += len(f)
+                else:
+                    self.tx_errors += 1
+            else:
+                self.to_host[q] = self.to_host.get(q, 0) + 1
+                if pcap is not None:
+                    pcap.write(f)
+
+    def as_dict(self, dataplane_counters=None):
+        return {"dataplane_kind": self.kind, "elapsed_s": round(time.monotonic() - self.t0, 3),
+                "ports": {str(p): dict(v) for p, v in self.ports.items()},
+                "to_host": {str(q): n for q, n in self.to_host.items()},
+                "to_host_total": sum(self.to_host.values()),
+                "drops": self.drops, "tx_errors": self.tx_errors,
+                "dataplane": dict(dataplane_counters or {})}
+
+
+class PcapWriter:
+    def __init__(self, path):
+        self.f = open(path, "wb")
+        self.f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+
+    def write(self, frame):
+        t = time.time()
+        self.f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(frame), len(frame)))
+        self.f.write(frame)
+
+    def close(self):
+        self.f.close()
+
+
+def write_json_atomic(path, obj):
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+# ---- the switch loops ---------------------------------------------------------------------------
+class _Stop:
+    def __init__(self):
+        self.flag = False
+        self.old = {}
+
+    def install(self):
+        for s in (signal.SIGTERM, signal.SIGINT):
+            self.old[s] = signal.signal(s, self._handler)
+
+    def _handler(self, signum, frame):
+        self.flag = True
+
+    def restore(self):
+        for s, h in self.old.items():
+            signal.signal(s, h)
+
+
+def run_model_switch(ifaces, writes, *, stats_json=None, host_pcap=None, stop=None,
+                     duration=None, out=sys.stdout):
+    """Forward between ``ifaces`` through the golden model until ``stop.flag`` (or
+    ``duration`` seconds); returns the final stats dict."""
+    dp = ModelDataplane(writes)
+    socks = [PortSocket(i) for i in ifaces]
+    stats = SwitchStats(dp.P, "model")
+    pcap = PcapWriter(host_pcap) if host_pcap else None
+    stop = stop or _Stop()
+    try:
+        print(f"netstor-switch ready port0={ifaces[0]} port1={ifaces[1]} dataplane=model",
+              file=out, flush=True)
+        t_end = time.monotonic() + duration if duration else None
+        next_dump = time.monotonic() + 1.0
+        while not stop.flag:
+            now = time.monotonic()
+            if t_end is not None and now >= t_end:
+                break
+            if stats_json and now >= next_dump:
+                write_json_atomic(stats_json, stats.as_dict(dp.counters()))
+                next_dump = now + 1.0
+            try:
+                ready, _, _ = select.select(socks, [], [], 0.2)
+            except InterruptedError:
+                continue
+            for port, s in enumerate(socks):
+                if s not in ready:
+                    continue
+                for frame in s.recv_frames(64):
+                    stats.rx(port, frame)
+                    stats.outputs(dp.process(frame, port), socks, pcap)
+        final = stats.as_dict(dp.counters())
+    finally:
+        for s in socks:
+            s.close()
+        if pcap:
+            pcap.close()
+    if stats_json:
+        write_json_atomic(stats_json, final)
+    return final
+
+
+def run_rtl_switch(ifaces, writes, *, stats_json=None, stop=None, duration=None,
+                   max_frames=None, poll_cycles=None, out=sys.stdout):
+    """Forward between ``ifaces`` through the RTL in Verilator (``sim/rtl_switch.py`` on the
+    shared core build) until ``stop.flag`` (or ``duration``/``max_frames``); returns the final
+    stats (``dataplane``: hardware counters read over AXI-Lite; ``model_counters``: the golden
+    model's for the same frames; ``counter_mismatches``)."""
+    if str(ROOT / "sim") not in sys.path:
+        sys.path.insert(0, str(ROOT / "sim"))
+    from core_build import run_core
+    stop = stop or _Stop()
+    work = Path(tempfile.mkdtemp(prefix="netstor-rtl-switch-"))
+    env = {"NETSTOR_RTL_IF0": ifaces[0], "NETSTOR_RTL_IF1": ifaces[1],
+           "NETSTOR_RTL_WRITES": json.dumps([[m, a, w] for m, a, w in writes]),
+           "NETSTOR_RTL_STOP": str(work / "stop"), "NETSTOR_RTL_READY": str(work / "ready"),
+           "NETSTOR_RTL_STATS": str(work / "stats.json"),
+           "NETSTOR_RTL_DURATION": str(duration or 3600)}
+    if max_frames:
+        env["NETSTOR_RTL_MAX_FRAMES"] = str(max_frames)
+    if poll_cycles:
+        env["NETSTOR_RTL_POLL_CYCLES"] = str(poll_cycles)
+    import threading
+    result = {}
+
+    def runner():
+        try:
+            run_core("rtl_switch", "rtl_switch", extra_env=env)
+        except BaseException as e:    # reported after the join
+            result["error"] = e
+    th = threading.Thread(target=runner, daemon=True)
+    th.start()
+    announced = False
+    t_end = time.monotonic() + (duration or 3600) + 600
+    while th.is_alive() and time.monotonic() < t_end:
+        if not announced and (work / "ready").exists():
+            print(f"netstor-switch ready port0={ifaces[0]} port1={ifaces[1]} dataplane=rtl",
+                  file=out, flush=True)
+            announced = True
+        if stop.flag:
+            (work / "stop").touch()
+        if stats_json and (work / "stats.json").exists():
+            try:    # the simulation rewrites its statistics about once a second
+                write_json_atomic(stats_json, json.loads((work / "stats.json").read_text()))
+            except (OSError, ValueError):
+                pass
+        th.join(0.2)
+    (work / "stop").touch()
+    th.join(120)
+    try:
+        final = json.loads((work / "stats.json").read_text())
+    except (OSError, ValueError):
+        final = {"dataplane_kind": "rtl", "error": "the simulation wrote no statistics"}
+    if "error" in result:
+        final["error"] = f"{type(result['error']).__name__}: {result['error']}"
+    if stats_json:
+        write_json_atomic(stats_json, final)
+    return final
+
+
+def format_stats(st):
+    lines = [f"netstor-switch final counters ({st.get('dataplane_kind')}, "
+             f"{st.get('elapsed_s', 0)} s):"]
+    for p, v in sorted((st.get("ports") or {}).items()):
+        lines.append(f"  port {p}: in {v['rx_frames']} frames / {v['rx_bytes']} B, "
+                     f"out {v['tx_frames']} frames / {v['tx_bytes']} B")
+    lines.append(f"  to host: {st.get('to_host_total', 0)} {st.get('to_host', {})}, "
+                 f"drops: {st.get('drops', 0)}, tx errors: {st.get('tx_errors', 0)}")
+    dpc = {k: v for k, v in (st.get("dataplane") or {}).items() if v}
+    lines.append("  data plane: " + ", ".join(f"{k}={v}" for k, v in sorted(dpc.items())))
+    if st.get("counter_mismatches"):
+        lines.append(f"  RTL vs model counter mismatches: {st['counter_mismatches']}")
+    if st.get("error"):
+        lines.append(f"  ERROR: {st['error']}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="netstor switch", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port0", required=True, help="interface of wire port 0")
+    ap.add_argument("--port1", required=True, help="interface of wire port 1")
+    ap.add_argument("--dataplane", choices=["model", "rtl"], default="model")
+    ap.add_argument("--config", help="table configuration (YAML/TOML/JSON)")
+    ap.add_argument("--stats-json", help="write the counters here (final, and ~1/s)")
+    ap.add_argument("--host-pcap", help="write frames sent to host ports to this pcap")
+    ap.add_argument("--duration", type=float, help="stop after this many seconds")
+    ap.add_argument("--max-frames", type=int, help="rtl: stop after this many input frames")
+    args = ap.parse_args(argv)
+    from netstor.programs import default_pipeline
+    writes = config_writes(default_pipeline(), args.config) if args.config else []
+    stop = _Stop()
+    stop.install()
+    try:
+        if args.dataplane == "model":
+            final = run_model_switch([args.port0, args.port1], writes,
+                                     stats_json=args.stats_json, host_pcap=args.host_pcap,
+                                     stop=stop, duration=args.duration)
+        else:
+            final = run_rtl_switch([args.port0, args.port1], writes,
+                                   stats_json=args.stats_json, stop=stop,
+                                   duration=args.duration, max_frames=args.max_frames)
+    finally:
+        stop.restore()
+    print(format_stats(final), flush=True)
+    return 1 if final.get("error") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
