@@ -11,7 +11,6 @@ import random
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
