@@ -1,6 +1,5 @@
 """The committed Lua dissector is the generator's current output."""
 
-
 from netstor.wire import HEADERS
 from netstor.wire.dissector import DEFAULT_OUT, generate, main
 
