@@ -25,9 +25,10 @@ module ``sim/rtl_switch.py`` (the shared ``build/sim/core`` build), which opens 
 sockets itself and programs the same table writes over AXI-Lite.
 
 Table configuration: ``--config`` is a YAML/TOML/JSON file in the netstor config format
-(``tables: {<table>: {default: {...}, entries: [...]}}``); :func:`config_writes` turns it into
-table writes. Without ``--config`` the tables keep their reset contents (``l3``: everything to
-the host).
+(:mod:`netstor.config`); :func:`config_ops` turns it into the writes both data planes get.
+Without ``--config`` the tables keep their reset contents (``l3``: everything to the host).
+With ``--control PATH`` (model only) the model's control window is served at that Unix socket,
+so ``netstor --device unix:PATH ...`` and the controller can change tables while it forwards.
 
 The switch prints ``netstor-switch ready port0=IF0 port1=IF1 dataplane=KIND`` when it
 forwards, and on SIGTERM/SIGINT prints (and writes to ``--stats-json``) its final counters:
@@ -41,7 +42,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import errno
-import ipaddress
 import json
 import os
 import select
@@ -53,7 +53,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["PortSocket", "complete_checksum", "config_writes", "load_config", "ModelDataplane",
+__all__ = ["PortSocket", "complete_checksum", "config_ops", "config_writes", "ModelDataplane",
            "SwitchStats", "run_model_switch", "run_rtl_switch", "main"]
 
 ETH_P_ALL = 0x0003
@@ -170,58 +170,38 @@ def complete_checksum(frame: bytes) -> bytes:
 
 
 # ---- configuration ---------------------------------------------------------------------------
-def load_config(path):
-    """A config file (``.yaml``/``.yml``, ``.toml``, ``.json``) or dict -> dict."""
-    if isinstance(path, dict):
-        return path
-    p = Path(path)
-    text = p.read_text()
-    if p.suffix in (".yaml", ".yml"):
-        import yaml
-        return yaml.safe_load(text) or {}
-    if p.suffix == ".toml":
-        import tomllib
-        return tomllib.loads(text)
-    return json.loads(text)
+def config_ops(cfg, schema=None):
+    """The control-plane operations that the configuration ``cfg`` (dict or YAML/TOML/JSON path,
+    :mod:`netstor.config` format) performs on a fresh data plane: ``(writes, regs)`` with
+    ``writes = [(memory, address, word)]`` and ``regs = [(register, value)]``, in order.
 
+    They are recorded while :meth:`netstor.api.Device.apply` configures a scratch golden model,
+    so the model switch and the RTL switch (which replays them over AXI-Lite) get exactly the
+    same writes, validated by the one config loader."""
+    from netstor.api import Device
+    from netstor.model.dataplane import DataplaneModel
+    from netstor.programs import default_pipeline
+    dev = Device.open("model", schema=schema, model=DataplaneModel(default_pipeline()))
+    writes, regs = [], []
+    client = dev.client
+    mem_write, reg_write = client.mem_write, client.reg_write
 
-def _mac(v):
-    if isinstance(v, str) and ":" in v:
-        return int(v.replace(":", ""), 16)
-    return int(v)
+    def rec_mem(name, addr, word):
+        writes.append((name, addr, word))
+        mem_write(name, addr, word)
 
-
-def _params(action, params):
-    return {k: (_mac(v) if k.endswith("mac") else int(v)) for k, v in (params or {}).items()}
+    def rec_reg(name, value):
+        regs.append((name, value))
+        reg_write(name, value)
+    client.mem_write, client.reg_write = rec_mem, rec_reg
+    dev.apply(cfg)
+    return writes, regs
 
 
 def config_writes(pipeline, cfg):
-    """The table writes (``[(memory, address, word)]``) that the config ``cfg`` (dict or path)
-    asks for, for ``pipeline``. Understands defaults and LPM entries (``prefix: a.b.c.d/len``),
-    exact entries (``key: [..]``) and ternary entries (``value``/``mask``/``priority``)."""
-    from netstor.driver.tables import TableWriter
-    cfg = load_config(cfg)
-    w = TableWriter(pipeline)
-    writes = []
-    for name, tcfg in (cfg.get("tables") or {}).items():
-        kind = w.tables[name].kind if name in w.tables else None
-        if kind is None:
-            raise KeyError(f"config: no table {name!r}; tables are {sorted(w.tables)}")
-        d = tcfg.get("default")
-        if d:
-            writes += w.set_default(name, d["action"], _params(d["action"], d.get("params")))
-        for e in tcfg.get("entries") or []:
-            a, prm = e["action"], _params(e["action"], e.get("params"))
-            if kind == "lpm":
-                net = ipaddress.ip_network(e["prefix"], strict=False)
-                writes += w.lpm_add(name, int(net.network_address), net.prefixlen, a, prm)
-            elif kind == "exact":
-                key = e["key"] if isinstance(e["key"], list) else [e["key"]]
-                writes += w.exact_add(name, key, a, prm)
-            else:
-                writes += w.ternary_add(name, e["value"], e["mask"], a, prm,
-                                        priority=e.get("priority", 0))
-    return writes
+    """The memory writes of :func:`config_ops` (``pipeline`` must be the default one, which
+    the schema describes; kept for callers that only program tables)."""
+    return config_ops(cfg)[0]
 
 
 # ---- data planes ------------------------------------------------------------------------------
@@ -229,7 +209,10 @@ class ModelDataplane:
     """The golden model as the switch's data plane."""
     kind = "model"
 
-    def __init__(self, writes=()):
+    def __init__(self, writes=(), regs=(), *, control=None, schema=None):
+        """``control``: serve the model's control window at this Unix socket path (device
+        ``unix:PATH`` for ``netstor --device`` and the controller)."""
+        import threading
         from netstor.programs import default_pipeline
         from netstor.model.dataplane import DataplaneModel
         from netstor.driver.tables import apply_writes
@@ -237,12 +220,29 @@ class ModelDataplane:
         self.P = self.pipeline.n_ports
         self.model = DataplaneModel(self.pipeline)
         apply_writes(self.model, writes)
+        for name, value in regs:
+            self.model.reg_write(name, value)
+        self.lock = threading.Lock()
+        self.server = None
+        if control:
+            from netstor.api import load_schema
+            from netstor.driver.remote import WindowServer
+            from netstor.driver.transports import ModelTransport
+            self.server = WindowServer(ModelTransport(self.model, load_schema(schema)),
+                                       control, self.lock).start()
 
     def process(self, frame, port):
-        return [(o.port, o.frame) for o in self.model.process(frame, port)]
+        with self.lock:
+            return [(o.port, o.frame) for o in self.model.process(frame, port)]
 
     def counters(self):
-        return self.model.counters()
+        with self.lock:
+            return self.model.counters()
+
+    def close(self):
+        if self.server:
+            self.server.stop()
+            self.server = None
 
 
 class SwitchStats:
@@ -325,18 +325,23 @@ class _Stop:
             signal.signal(s, h)
 
 
-def run_model_switch(ifaces, writes, *, stats_json=None, host_pcap=None, stop=None,
-                     duration=None, out=sys.stdout):
+def run_model_switch(ifaces, writes, regs=(), *, stats_json=None, host_pcap=None, stop=None,
+                     duration=None, control=None, out=sys.stdout):
     """Forward between ``ifaces`` through the golden model until ``stop.flag`` (or
     ``duration`` seconds); returns the final stats dict."""
-    dp = ModelDataplane(writes)
     socks = [PortSocket(i) for i in ifaces]
+    try:
+        dp = ModelDataplane(writes, regs, control=control)
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
     stats = SwitchStats(dp.P, "model")
     pcap = PcapWriter(host_pcap) if host_pcap else None
     stop = stop or _Stop()
     try:
-        print(f"netstor-switch ready port0={ifaces[0]} port1={ifaces[1]} dataplane=model",
-              file=out, flush=True)
+        print(f"netstor-switch ready port0={ifaces[0]} port1={ifaces[1]} dataplane=model"
+              + (f" control=unix:{control}" if control else ""), file=out, flush=True)
         t_end = time.monotonic() + duration if duration else None
         next_dump = time.monotonic() + 1.0
         while not stop.flag:
@@ -358,6 +363,7 @@ def run_model_switch(ifaces, writes, *, stats_json=None, host_pcap=None, stop=No
                     stats.outputs(dp.process(frame, port), socks, pcap)
         final = stats.as_dict(dp.counters())
     finally:
+        dp.close()
         for s in socks:
             s.close()
         if pcap:
@@ -367,7 +373,7 @@ def run_model_switch(ifaces, writes, *, stats_json=None, host_pcap=None, stop=No
     return final
 
 
-def run_rtl_switch(ifaces, writes, *, stats_json=None, stop=None, duration=None,
+def run_rtl_switch(ifaces, writes, regs=(), *, stats_json=None, stop=None, duration=None,
                    max_frames=None, poll_cycles=None, out=sys.stdout):
     """Forward between ``ifaces`` through the RTL in Verilator (``sim/rtl_switch.py`` on the
     shared core build) until ``stop.flag`` (or ``duration``/``max_frames``); returns the final
@@ -379,7 +385,8 @@ def run_rtl_switch(ifaces, writes, *, stats_json=None, stop=None, duration=None,
     stop = stop or _Stop()
     work = Path(tempfile.mkdtemp(prefix="netstor-rtl-switch-"))
     env = {"NETSTOR_RTL_IF0": ifaces[0], "NETSTOR_RTL_IF1": ifaces[1],
-           "NETSTOR_RTL_WRITES": json.dumps([[m, a, w] for m, a, w in writes]),
+           "NETSTOR_RTL_WRITES": json.dumps({"writes": [[m, a, w] for m, a, w in writes],
+                                             "regs": [[n, v] for n, v in regs]}),
            "NETSTOR_RTL_STOP": str(work / "stop"), "NETSTOR_RTL_READY": str(work / "ready"),
            "NETSTOR_RTL_STATS": str(work / "stats.json"),
            "NETSTOR_RTL_DURATION": str(duration or 3600)}
@@ -452,18 +459,22 @@ def main(argv=None):
     ap.add_argument("--host-pcap", help="write frames sent to host ports to this pcap")
     ap.add_argument("--duration", type=float, help="stop after this many seconds")
     ap.add_argument("--max-frames", type=int, help="rtl: stop after this many input frames")
+    ap.add_argument("--control", metavar="PATH",
+                    help="model: serve the control window at this Unix socket "
+                         "(device unix:PATH)")
     args = ap.parse_args(argv)
-    from netstor.programs import default_pipeline
-    writes = config_writes(default_pipeline(), args.config) if args.config else []
+    if args.control and args.dataplane != "model":
+        ap.error("--control is only available with --dataplane model")
+    writes, regs = config_ops(args.config) if args.config else ([], [])
     stop = _Stop()
     stop.install()
     try:
         if args.dataplane == "model":
-            final = run_model_switch([args.port0, args.port1], writes,
+            final = run_model_switch([args.port0, args.port1], writes, regs,
                                      stats_json=args.stats_json, host_pcap=args.host_pcap,
-                                     stop=stop, duration=args.duration)
+                                     stop=stop, duration=args.duration, control=args.control)
         else:
-            final = run_rtl_switch([args.port0, args.port1], writes,
+            final = run_rtl_switch([args.port0, args.port1], writes, regs,
                                    stats_json=args.stats_json, stop=stop,
                                    duration=args.duration, max_frames=args.max_frames)
     finally:
