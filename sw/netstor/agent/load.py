@@ -44,11 +44,11 @@ def latency_summary(samples_us):
     s = sorted(samples_us)
     n = len(s)
 
-    def pct(p):
-        return round(s[max(0, math.ceil(p / 100.0 * n) - 1)], 3)
+    def pct(permille):      # nearest rank: the ceil(q * n)-th smallest, in exact integers
+        return round(s[max(0, -(-permille * n // 1000) - 1)], 3)
 
-    return {"mean": round(sum(s) / n, 3), "p50": pct(50), "p90": pct(90), "p99": pct(99),
-            "p999": pct(99.9), "max": round(s[-1], 3), "min": round(s[0], 3)}
+    return {"mean": round(sum(s) / n, 3), "p50": pct(500), "p90": pct(900), "p99": pct(990),
+            "p999": pct(999), "max": round(s[-1], 3), "min": round(s[0], 3)}
 
 
 def _bound(i):
@@ -221,6 +221,7 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
             return (requests is None or attempts < requests) and (end is None or at_ns < end)
 
         sending = True
+        by_time = False         # sending stopped by --duration (not --requests)
         last_bar = start
         bar_done = 0
         if mode == "closed":
@@ -252,8 +253,10 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                     next_ns += max(1, int(expo(rate) * 1e9))
                 if sending and not may_send(next_ns):
                     sending = False
+                    by_time = end is not None and next_ns >= end
             if sending and end is not None and now >= end:
                 sending = False
+                by_time = True
             if not sending and eng.outstanding == 0:
                 break
             if mode == "open" and sending:
@@ -266,8 +269,10 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                 for _ in range(len(done)):
                     if eng.outstanding >= concurrency:
                         break
-                    if not may_send(time.monotonic_ns()):
+                    t = time.monotonic_ns()
+                    if not may_send(t):
                         sending = False
+                        by_time = end is not None and t >= end
                         break
                     send_one()
                     attempts += 1
@@ -278,6 +283,8 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                 bar.update(cur - bar_done)
                 bar_done = cur
         stop = time.monotonic_ns()
+        if by_time:             # the measurement window is at least the requested duration
+            stop = max(stop, end)
         if bar is not None:
             bar.close()
     finally:
