@@ -44,7 +44,13 @@ formal: $(STAMP)
 bench: rtl
 	$(PY) -m netstor.bench --out build/bench
 
+# the rack on one machine (needs root): storage servers and clients in network namespaces,
+# every packet through the switch (golden model); `make demo-rtl`: the cocotb core demo
 demo: rtl
+	$(PY) -m netstor.testbed.demo
+
+.PHONY: demo-rtl
+demo-rtl: rtl
 	$(PY) -m netstor.demo
 
 clean:

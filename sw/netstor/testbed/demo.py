@@ -100,8 +100,9 @@ def format_report(results, switch_stats, wall):
 
 
 def run_demo(*, servers=3, clients=2, rate=400.0, duration=5.0, write_ratio=0.1, keys=1000,
-             value_size=64, dataplane="model", out=sys.stdout):
+             value_size=64, dataplane="model", out=None):
     """Run the demo; returns ``{"clients": {name: load result}, "switch": stats}``."""
+    out = out or sys.stdout
     py = sys.executable
     t0 = time.monotonic()
     netns.cleanup_stale()
@@ -109,7 +110,8 @@ def run_demo(*, servers=3, clients=2, rate=400.0, duration=5.0, write_ratio=0.1,
             Rack(clients, servers, workdir=tmp) as rack:
         tmp = Path(tmp)
         print(f"rack {rack.prefix}: {clients} client(s) on 10.77.0.0/24 (port 0), "
-              f"{servers} storage server(s) on 10.77.1.0/24 (port 1), switch: {dataplane}",
+              f"{servers} storage server(s) on 10.77.1.0/24 (port 1), switch: {dataplane}; "
+              f"work dir {tmp}",
               file=out, flush=True)
         stats_path = tmp / "switch.json"
         rack.start_switch(dataplane=dataplane, stats_json=stats_path,
@@ -135,7 +137,7 @@ def run_demo(*, servers=3, clients=2, rate=400.0, duration=5.0, write_ratio=0.1,
                                            duration, "--keys", keys, "--zipf", 0.99,
                                            "--write-ratio", write_ratio, "--value-size",
                                            value_size, "--seed", i + 1,
-                                           "--timeout", 1.0 if dataplane == "model" else 5.0,
+                                           "--timeout", 1.0 if dataplane == "model" else 20.0,
                                            "--out", tmp / f"{h.name}.json", "--quiet"])
         results = {}
         for name, p in loads.items():
@@ -155,7 +157,7 @@ def main(argv=None):
     ap.add_argument("--servers", type=int, default=3)
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--rate", type=float, default=None,
-                    help="requests/s per client (default 400; rtl: 20)")
+                    help="requests/s per client (default 400; rtl: 5)")
     ap.add_argument("--duration", type=float, default=None,
                     help="seconds of load (default 5; rtl: 10)")
     ap.add_argument("--write-ratio", type=float, default=0.1)
@@ -172,7 +174,7 @@ def main(argv=None):
         return 2
     try:
         res = run_demo(servers=a.servers, clients=a.clients,
-                       rate=a.rate or (20.0 if rtl else 400.0),
+                       rate=a.rate or (5.0 if rtl else 400.0),
                        duration=a.duration or (10.0 if rtl else 5.0),
                        write_ratio=a.write_ratio, keys=a.keys, value_size=a.value_size,
                        dataplane=a.dataplane)

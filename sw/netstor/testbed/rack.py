@@ -148,19 +148,21 @@ class Proc:
         return self.popen.poll() is None
 
     def stop(self, sig=signal.SIGTERM, timeout=10.0):
-        """Signal the process group, wait up to ``timeout``, then SIGKILL it. Returns the
-        exit code."""
-        for s, t in ((sig, timeout), (signal.SIGKILL, 5.0)):
-            if self.popen.poll() is not None:
-                break
+        """Send ``sig`` to the process, wait up to ``timeout``, then SIGKILL its whole process
+        group (its own session: the process and whatever it started). Returns the exit code.
+        The first signal goes to the process only, so it can stop its children in order
+        (the RTL switch lets its simulation write its counters)."""
+        pgid = self.popen.pid
+        if self.popen.poll() is None:
             try:
-                os.killpg(self.popen.pid, s)
-            except ProcessLookupError:
-                break
-            try:
-                self.popen.wait(t)
-            except subprocess.TimeoutExpired:
-                continue
+                os.kill(self.popen.pid, sig)
+                self.popen.wait(timeout)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        try:      # the leader is gone or late: nothing of its group may survive it
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         rc = self.popen.wait(5)
         self._t.join(2)
         if self._log:

@@ -326,9 +326,10 @@ class _Stop:
 
 
 def run_model_switch(ifaces, writes, regs=(), *, stats_json=None, host_pcap=None, stop=None,
-                     duration=None, control=None, out=sys.stdout):
+                     duration=None, control=None, out=None):
     """Forward between ``ifaces`` through the golden model until ``stop.flag`` (or
     ``duration`` seconds); returns the final stats dict."""
+    out = out or sys.stdout
     socks = [PortSocket(i) for i in ifaces]
     try:
         dp = ModelDataplane(writes, regs, control=control)
@@ -374,7 +375,7 @@ def run_model_switch(ifaces, writes, regs=(), *, stats_json=None, host_pcap=None
 
 
 def run_rtl_switch(ifaces, writes, regs=(), *, stats_json=None, stop=None, duration=None,
-                   max_frames=None, poll_cycles=None, out=sys.stdout):
+                   max_frames=None, poll_cycles=None, out=None):
     """Forward between ``ifaces`` through the RTL in Verilator (``sim/rtl_switch.py`` on the
     shared core build) until ``stop.flag`` (or ``duration``/``max_frames``); returns the final
     stats (``dataplane``: hardware counters read over AXI-Lite; ``model_counters``: the golden
@@ -382,6 +383,7 @@ def run_rtl_switch(ifaces, writes, regs=(), *, stats_json=None, stop=None, durat
     if str(ROOT / "sim") not in sys.path:
         sys.path.insert(0, str(ROOT / "sim"))
     from core_build import run_core
+    out = out or sys.stdout
     stop = stop or _Stop()
     work = Path(tempfile.mkdtemp(prefix="netstor-rtl-switch-"))
     env = {"NETSTOR_RTL_IF0": ifaces[0], "NETSTOR_RTL_IF1": ifaces[1],
