@@ -397,7 +397,7 @@ class Device:
 
     def reg_write(self, name, value):
         r = self.client._lookup(self.client._regs, "register", name)
-        self.client.reg_write(name, parse_uint(value, r["width"], f"register {name}"))
+        self._write([(None, name, parse_uint(value, r["width"], f"register {name}"))])
 
     def counters(self, prefix=""):
         return {n: self.client.counter_read(n) for n in self.client.counter_names
@@ -440,7 +440,10 @@ class Device:
             self._pending.extend(writes)
         else:
             for mem, addr, word in writes:
-                self.client.mem_write(mem, addr, word)
+                if mem is None:                    # a run-time register, by name
+                    self.client.reg_write(addr, word)
+                else:
+                    self.client.mem_write(mem, addr, word)
 
     @contextlib.contextmanager
     def batch(self):

@@ -7,7 +7,7 @@ A process that owns a data plane which other processes cannot map (the golden mo
 
 Wire protocol (one request, one reply, in order, on a stream socket): a request is 9 bytes,
 ``op`` (``b"R"`` or ``b"W"``), ``offset`` (u32 LE), ``value`` (u32 LE, 0 for reads); the reply
-is 5 bytes, ``status`` (0 ok, 1 bad offset, 2 bad op) and ``value`` (u32 LE, the word read).
+is 5 bytes, ``status`` (0 ok, 1 bad offset: unaligned or outside the 16 MiB window, 2 bad op) and ``value`` (u32 LE, the word read).
 Accesses from all connections are serialised with one lock, so each 32-bit access is atomic
 with respect to the data plane owner (which takes the same lock around packet processing).
 """
@@ -79,8 +79,8 @@ class WindowServer:
     """Serve ``transport`` (anything with ``read32``/``write32``) at Unix socket ``path``;
     ``lock`` serialises accesses with the owner's own use of the data plane."""
 
-    def __init__(self, transport, path, lock=None):
-        self.transport, self.path = transport, str(path)
+    def __init__(self, transport, path, lock=None, size=1 << 24):
+        self.transport, self.path, self.size = transport, str(path), size
         self.lock = lock or threading.Lock()
         if os.path.exists(self.path):
             os.unlink(self.path)
@@ -98,7 +98,9 @@ class WindowServer:
                     status, out = 0, 0
                     try:
                         with outer.lock:
-                            if op == b"R":
+                            if offset >= outer.size or offset & 3:
+                                status = 1
+                            elif op == b"R":
                                 out = outer.transport.read32(offset)
                             elif op == b"W":
                                 outer.transport.write32(offset, value)
