@@ -22,7 +22,7 @@ import select
 import socket
 import time
 
-from netstor.proto import (Header, HEADER_LEN, MAX_VALUE, Op, ProtocolError, Status,
+from netstor.proto import (Header, MAX_VALUE, Op, ProtocolError, Status,
                            STORAGE_UDP_PORT)
 
 __all__ = ["Client", "Engine", "Completion", "NetstorError", "RequestTimeout", "BadRequest",

@@ -27,7 +27,7 @@ import sys
 import time
 
 from netstor.proto import MAX_VALUE, Op, Status
-from netstor.agent.client import Engine, parse_targets
+from netstor.agent.client import Engine
 from netstor.agent.zipf import Zipf
 
 __all__ = ["run_load", "latency_summary", "log_histogram", "main"]
@@ -166,9 +166,11 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
         if progress:
             try:
                 from tqdm import tqdm
+                fmt = None if requests is not None else \
+                    "{l_bar}{bar}| {n:.1f}/{total:.1f} s [{elapsed}<{remaining}{postfix}]"
                 bar = tqdm(total=requests if requests is not None else round(duration, 1),
                            unit="req" if requests is not None else "s", delay=2.0,
-                           file=sys.stderr, leave=False, dynamic_ncols=True)
+                           file=sys.stderr, leave=False, dynamic_ncols=True, bar_format=fmt)
             except Exception:
                 bar = None
 
@@ -282,6 +284,8 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                     min(round((now - start) / 1e9, 1), bar.total)
                 bar.update(cur - bar_done)
                 bar_done = cur
+                bar.set_postfix_str(f"{total.replies / max(1e-9, (now - start) / 1e9):.0f} "
+                                    f"replies/s, {total.timeouts} timeouts", refresh=False)
         stop = time.monotonic_ns()
         if by_time:             # the measurement window is at least the requested duration
             stop = max(stop, end)

@@ -34,7 +34,7 @@ import urllib.request
 
 import lmdb
 
-from netstor.proto import (Header, HEADER_LEN, MAGIC, MAX_VALUE, Op, ProtocolError, REPLY,
+from netstor.proto import (Header, HEADER_LEN, MAGIC, MAX_VALUE, Op, ProtocolError,
                            Status, STORAGE_UDP_PORT, VERSION)
 from netstor.agent import servicetime
 

@@ -1,4 +1,5 @@
 import json
+import math
 import os
 import random
 import signal
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from netstor.proto import Header, HEADER_LEN, MAGIC, MAX_VALUE, Op, REPLY, Status, VERSION
+from netstor.proto import Header, HEADER_LEN, MAX_VALUE, Op, REPLY, Status, VERSION
+from netstor.agent import servicetime
 from netstor.agent.server import Server, build_parser
 from netstor.agent.client import (BadRequest, Client, Engine, RequestTimeout, ServerBusy)
 
@@ -30,7 +32,7 @@ def server(tmp_path):
 
 def _burst(srv, n, op=Op.GET, key=1, timeout=5.0):
     """Send n requests at once on one engine; return the completions."""
-    with Engine(srv.address, timeout=timeout) as eng:
+    with Engine(getattr(srv, "address", srv), timeout=timeout) as eng:
         for i in range(n):
             eng.send(op, key + i)
         done = []
@@ -180,33 +182,39 @@ def test_busy_past_queue_limit(tmp_path):
 
 
 def test_service_ns_reflects_exp_model(tmp_path):
+    # a server process of its own, so the test client does not compete for its GIL
     model = "exp:2000"
-    with Server(tmp_path / "db", bind=LOOP, port=0, workers=8, sync=False,
-                service_model=model, seed=11) as srv:
-        done = _burst(srv, 800, timeout=10.0)
-    from netstor.agent import servicetime
+    p, addr = _spawn(tmp_path / "db", "--workers", "8", "--no-sync", "--service-model", model,
+                     "--seed", "11")
+    try:
+        done = _burst(addr, 800, timeout=10.0)
+    finally:
+        _finish(p, signal.SIGTERM)
     m = servicetime.parse(model, seed=11)
-    drawn = sum(m.sample_ns() for _ in range(800)) / 800 / 1000     # same draws, any order
+    drawn = sum(m.sample_ns() for _ in range(800)) / 800 / 1000     # the same draws
     got = [c.reply.service_ns / 1000 for c in done]
     mean = sum(got) / len(got)
-    # measured = draw + LMDB work + sleep overshoot (tens of us)
-    assert drawn <= mean <= drawn + 400, (drawn, mean)
-    assert mean == pytest.approx(2000, rel=0.2)
-    assert sum(g > 2000 for g in got) / len(got) == pytest.approx(0.37, abs=0.08)
+    # measured = draw + LMDB work + sleep overshoot and scheduling (tens to hundreds of us)
+    assert drawn <= mean <= 1.25 * drawn + 300, (drawn, mean)
+    assert drawn == pytest.approx(2000, rel=0.12)                   # exp: sd/mean = 1/sqrt(800)
+    assert sum(g > 2000 for g in got) / len(got) == pytest.approx(math.exp(-1), abs=0.1)
 
 
 def test_service_ns_bimodal_fractions(tmp_path):
-    with Server(tmp_path / "db", bind=LOOP, port=0, workers=8, sync=False,
-                service_model="bimodal:0.25:50:4000", seed=5) as srv:
-        done = _burst(srv, 600, timeout=10.0)
+    # well separated modes: service_ns is measured wall time, so a fast request can show a
+    # few ms of thread scheduling on a loaded machine
+    p, addr = _spawn(tmp_path / "db", "--workers", "8", "--no-sync", "--service-model",
+                     "bimodal:0.25:50:20000", "--seed", "5")
+    try:
+        done = _burst(addr, 600, timeout=10.0)
+    finally:
+        _finish(p, signal.SIGTERM)
     got = [c.reply.service_ns / 1000 for c in done]
-    slow = [g for g in got if g > 2000]
+    slow = sorted(g for g in got if g > 10000)
+    fast = sorted(g for g in got if g <= 10000)
     assert len(slow) / len(got) == pytest.approx(0.25, abs=0.06)
-    fast = sorted(g for g in got if g <= 2000)
-    slow.sort()
-    # medians: a few fast requests can be delayed by thread scheduling (client in-process)
-    assert 4000 <= slow[len(slow) // 2] < 4600 and fast[len(fast) // 2] < 1000
-    assert sum(s >= 4000 for s in slow) >= 0.9 * len(slow)
+    assert all(g >= 20000 for g in slow)        # the worker sleeps at least the delay
+    assert slow[len(slow) // 2] < 22000 and fast[len(fast) // 2] < 1000
 
 
 def test_client_timeout_and_retries():
