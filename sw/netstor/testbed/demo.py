@@ -96,10 +96,16 @@ def format_report(results, switch_stats, wall):
     dpc = {k: v for k, v in (st.get("dataplane") or {}).items() if v and not k.endswith("bytes")}
     lines.append("  data plane counters: "
                  + ", ".join(f"{k}={v}" for k, v in sorted(dpc.items())))
+    if "counter_mismatches" in st:
+        bad = st["counter_mismatches"] or st.get("output_problems")
+        lines.append(f"  RTL vs golden model: {'MISMATCH ' + str(bad) if bad else 'every output frame and every counter equal'}"
+                     f" ({st.get('cycles', 0)} cycles simulated, {st.get('sim_khz', 0)} kHz)")
+    if st.get("error"):
+        lines.append(f"  switch ERROR: {st['error']}")
     return "\n".join(lines)
 
 
-def run_demo(*, servers=3, clients=2, rate=400.0, duration=5.0, write_ratio=0.1, keys=1000,
+def run_demo(*, servers=3, clients=2, rate=250.0, duration=5.0, write_ratio=0.1, keys=1000,
              value_size=64, dataplane="model", out=None):
     """Run the demo; returns ``{"clients": {name: load result}, "switch": stats}``."""
     out = out or sys.stdout
@@ -157,7 +163,7 @@ def main(argv=None):
     ap.add_argument("--servers", type=int, default=3)
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--rate", type=float, default=None,
-                    help="requests/s per client (default 400; rtl: 5)")
+                    help="requests/s per client (default 250; rtl: 5)")
     ap.add_argument("--duration", type=float, default=None,
                     help="seconds of load (default 5; rtl: 10)")
     ap.add_argument("--write-ratio", type=float, default=0.1)
@@ -174,7 +180,7 @@ def main(argv=None):
         return 2
     try:
         res = run_demo(servers=a.servers, clients=a.clients,
-                       rate=a.rate or (5.0 if rtl else 400.0),
+                       rate=a.rate or (5.0 if rtl else 250.0),
                        duration=a.duration or (10.0 if rtl else 5.0),
                        write_ratio=a.write_ratio, keys=a.keys, value_size=a.value_size,
                        dataplane=a.dataplane)

@@ -201,3 +201,28 @@ def test_config_writes_match_table_writer():
         "l3.routes", 0x0A4D010A, 32, "route",
         {"port": 1, "dmac": 0x024E53000100, "smac": 0x024E53FF0001})
     assert config_writes(p, cfg) == want
+
+
+def test_control_window_while_forwarding(tmp_path):
+    """``--control PATH``: the host API reads counters and changes routes of the running
+    model switch (device ``unix:PATH``)."""
+    from netstor.api import Device
+    stats = tmp_path / "stats.json"
+    ctl = tmp_path / "switch.sock"
+    with Rack(1, 1) as r:
+        c, s = r.clients[0], r.servers[0]
+        r.start_switch(stats_json=stats, extra_args=["--control", ctl])
+        r.spawn(s, [PY, "-c", ECHO, s.ip, 9000]).wait_line("echo ready")
+        cli = r.spawn(c, [PY, "-c", CLIENT, s.ip, 9000, 20])
+        assert cli.wait(60) == 0 and json.loads(cli.lines[-1])["ok"] == 20
+        dev = Device.open(f"unix:{ctl}")
+        try:
+            assert dev.counters("l3.routes")["l3.routes.hit"] == 40
+            dev.table("l3.routes").delete("10.77.1.10/32")     # the server's route goes
+        finally:
+            dev.close()
+        cli = r.spawn(c, [PY, "-c", CLIENT, s.ip, 9000, 3, 0.3])
+        assert cli.wait(60) == 0 and json.loads(cli.lines[-1])["ok"] == 0
+        r.stop_switch()
+    st = json.loads(stats.read_text())
+    assert st["to_host"]["2"] == 3 and st["dataplane"]["l3.routes.miss"] == 3
