@@ -115,7 +115,6 @@ class Server:
             except OSError:
                 pass
             self.sock.bind((self.bind, self.port))
-            self.sock.settimeout(0.1)
         except BaseException:
             self.env.close()
             self.env = None
@@ -141,6 +140,7 @@ class Server:
         if self._started_at is None or self.env is None:
             return
         self._stop.set()
+        self._wake_receiver()
         rx = [t for t in self._threads if t.name == "netstor-rx"]
         for t in rx:
             t.join(timeout)
@@ -152,6 +152,16 @@ class Server:
         self.sock.close()
         self.env.close()
         self.env = None
+
+    def _wake_receiver(self):
+        """Wake the receiver blocked in recvfrom: on Linux shutdown() of a UDP socket does
+        (it also reports ENOTCONN); elsewhere fall back to the socket timeout."""
+        try:
+            self.sock.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass
+        if sys.platform != "linux":
+            self.sock.settimeout(0.1)
 
     def __enter__(self):
         return self.start()
@@ -215,6 +225,8 @@ class Server:
                     break
                 log.debug("recvfrom: %s", e)     # e.g. ICMP errors reported on the socket
                 continue
+            if self._stop.is_set():     # woken by stop() (shutdown returns an empty read)
+                break
             try:
                 with lock:
                     c["received"] += 1

@@ -371,3 +371,48 @@ def test_durable_across_restart(tmp_path):
     finally:
         rc, _ = _finish(p, signal.SIGINT)
     assert rc == 0
+
+
+def test_stop_still_answers_queued_requests(tmp_path):
+    srv = Server(tmp_path / "db", bind=LOOP, port=0, workers=1, sync=False,
+                 service_model="const:30000").start()
+    with Engine(srv.address, timeout=3.0) as eng:
+        for k in range(4):
+            eng.send(Op.GET, k)
+        time.sleep(0.05)                # all four received, one in service
+        srv.stop()
+        done = []
+        end = time.monotonic() + 5
+        while len(done) < 4 and time.monotonic() < end:
+            done += eng.poll(0.2)
+    assert sorted(c.reply.status for c in done) == [Status.NOT_FOUND] * 4
+    assert not any(t.is_alive() for t in srv._threads)
+    srv.stop()                          # idempotent
+
+
+def test_engine_matches_out_of_order_and_ignores_strays():
+    fake = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    fake.bind((LOOP, 0))
+    fake.settimeout(2.0)
+    with Engine(fake.getsockname(), timeout=2.0) as eng:
+        sent = [eng.send(Op.GET, k) for k in range(3)]
+        reqs = []
+        for _ in range(3):
+            data, peer = fake.recvfrom(2048)
+            reqs.append(Header.unpack(data))
+        for h in reversed(reqs):        # out of order
+            fake.sendto(h.reply(Status.OK, value=b"k%d" % h.key, server_id=4).pack(), peer)
+        fake.sendto(reqs[0].reply(Status.OK).pack(), peer)                  # duplicate
+        fake.sendto(b"garbage", peer)                                       # not a reply
+        fake.sendto(Header(op=Op.GET, key=1, req_id=reqs[1].req_id).pack(), peer)  # a request
+        done = []
+        end = time.monotonic() + 3
+        while len(done) < 3 and time.monotonic() < end:
+            done += eng.poll(0.2)
+        time.sleep(0.1)
+        assert eng.poll(0.1) == []
+        assert sorted(c.key for c in done) == [0, 1, 2]
+        assert all(c.reply.value == b"k%d" % c.key and c.latency_ns > 0 for c in done)
+        assert [c.reply for c in sent] == [c.reply for c in sent if c.reply is not None]
+        assert (eng.replies, eng.unmatched, eng.malformed, eng.outstanding) == (3, 1, 2, 0)
+    fake.close()
