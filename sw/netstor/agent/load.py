@@ -402,13 +402,16 @@ def main(argv=None):
         print(f"netstor-load: {e}", file=sys.stderr)
         return 1
     text = json.dumps(r, indent=2)
-    if a.out == "-":
-        print(text)
-    elif a.out:
+    if a.out and a.out != "-":
         with open(a.out, "w") as f:
             f.write(text + "\n")
-    if not a.quiet and a.out != "-":
-        print(format_table(r))
+    try:
+        if a.out == "-":
+            print(text, flush=True)
+        elif not a.quiet:
+            print(format_table(r), flush=True)
+    except BrokenPipeError:         # e.g. piped into head
+        sys.stdout = None
     return 0
 
 
