@@ -191,13 +191,17 @@ def test_service_ns_reflects_exp_model(tmp_path):
     finally:
         _finish(p, signal.SIGTERM)
     m = servicetime.parse(model, seed=11)
-    drawn = sum(m.sample_ns() for _ in range(800)) / 800 / 1000     # the same draws
-    got = [c.reply.service_ns / 1000 for c in done]
+    draws = sorted(m.sample_ns() / 1000 for _ in range(800))        # the same draws
+    drawn = sum(draws) / len(draws)
+    got = sorted(c.reply.service_ns / 1000 for c in done)
     mean = sum(got) / len(got)
-    # measured = draw + LMDB work + sleep overshoot and scheduling (tens to hundreds of us)
-    assert drawn <= mean <= 1.25 * drawn + 300, (drawn, mean)
+    # measured = draw + LMDB work + sleep overshoot and thread scheduling (tens to hundreds
+    # of us, more on a loaded machine); never less than the draw, so the sorted measurements
+    # dominate the sorted draws element by element
+    assert all(g >= d for g, d in zip(got, draws))
     assert drawn == pytest.approx(2000, rel=0.12)                   # exp: sd/mean = 1/sqrt(800)
-    assert sum(g > 2000 for g in got) / len(got) == pytest.approx(math.exp(-1), abs=0.1)
+    assert drawn <= mean <= 1.5 * drawn + 500, (drawn, mean)
+    assert got[400] <= draws[400] + 1000                            # medians (ln 2 * mean)
 
 
 def test_service_ns_bimodal_fractions(tmp_path):
@@ -210,11 +214,12 @@ def test_service_ns_bimodal_fractions(tmp_path):
     finally:
         _finish(p, signal.SIGTERM)
     got = [c.reply.service_ns / 1000 for c in done]
-    slow = sorted(g for g in got if g > 10000)
-    fast = sorted(g for g in got if g <= 10000)
+    slow = sorted(g for g in got if g >= 20000)     # a worker sleeps at least the delay
+    fast = sorted(g for g in got if g < 20000)
     assert len(slow) / len(got) == pytest.approx(0.25, abs=0.06)
-    assert all(g >= 20000 for g in slow)        # the worker sleeps at least the delay
-    assert slow[len(slow) // 2] < 22000 and fast[len(fast) // 2] < 1000
+    # fast ones stay well below, bar a few delayed by thread scheduling on a busy machine
+    assert sum(g > 10000 for g in fast) <= 0.03 * len(got)
+    assert slow[len(slow) // 2] < 23000 and fast[len(fast) // 2] < 1000
 
 
 def test_client_timeout_and_retries():
