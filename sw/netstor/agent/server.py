@@ -434,7 +434,7 @@ def main(argv=None):
     addr, port = srv.address
     print(f"netstor-server {srv.server_id} listening on {addr}:{port}", flush=True)
     try:
-        while not stop.wait(0.5):
+        while not stop.wait(0.1):
             pass
     finally:
         srv.stop()
