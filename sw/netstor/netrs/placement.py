@@ -340,6 +340,7 @@ class IlpResult:
     num_cols: int
     num_rows: int
     num_nz: int
+    open_ops: set[str] = field(default_factory=set)     # operators with D_j = 1
 
     def to_json(self) -> dict:
         return {"status": self.status, "optimal": self.optimal, "objective": self.objective,
@@ -475,6 +476,7 @@ def solve_ilp(inst: Instance, *, drs: Iterable[str] = (), time_limit: float | No
     info = h.getInfo()
     plan = None
     obj = bound = gap = None
+    open_ops: set[str] = set()
     if info.primal_solution_status == 2:       # kSolutionStatusFeasible
         x = np.asarray(h.getSolution().col_value)
         assign = {}
@@ -483,12 +485,13 @@ def solve_ilp(inst: Instance, *, drs: Iterable[str] = (), time_limit: float | No
                 assign[g] = o
         if len(assign) == len(groups):
             plan = Plan(assign, drs & set(inst.groups))
+            open_ops = {o for j, o in enumerate(ops) if x[n_p + j] > 0.5}
             obj = float(plan.num_rsnodes)
         bound = float(info.mip_dual_bound)
         gap = float(info.mip_gap)
     return IlpResult(plan, h.modelStatusToString(status),
                      status == highspy.HighsModelStatus.kOptimal, obj, bound, gap,
-                     time.perf_counter() - t0, n_col, len(lo), len(vv))
+                     time.perf_counter() - t0, n_col, len(lo), len(vv), open_ops)
 
 
 def solve_with_drs(inst: Instance, **kw) -> tuple[IlpResult, set[str]]:
@@ -906,3 +909,116 @@ def failure_update(inst: Instance, plan: Plan, *, failed: Iterable[str] = (),
         moved[g] = d
     return new_inst, plan, FailureReport(affected, moved, sorted(set(affected) - set(moved)),
                                          drs_first)
+
+
+# ----------------------------------------------------------------------------------------
+# Symmetry-aggregated relaxation: a fast lower bound (and usually a plan) for big instances
+# ----------------------------------------------------------------------------------------
+
+@dataclass
+class AggregatedResult:
+    lower_bound: float          # valid lower bound on the optimum of the ILP (1)-(7)
+    plan: Plan | None           # first-fit-decreasing realisation of the relaxed optimum
+    status: str
+    seconds: float
+
+    def to_json(self) -> dict:
+        return {"lower_bound": self.lower_bound, "status": self.status,
+                "seconds": self.seconds,
+                "rsnodes": None if self.plan is None else self.plan.num_rsnodes}
+
+
+def operator_classes(inst: Instance) -> list[list[str]]:
+    """Live operators grouped by (tier, capacity, set of groups they may serve)."""
+    serves: dict[str, list[str]] = defaultdict(list)
+    for g in sorted(inst.groups):
+        for o in inst.eligible(g):
+            serves[o].append(g)
+    classes: dict[tuple, list[str]] = defaultdict(list)
+    for o, gs in serves.items():
+        classes[(inst.topo.operators[o].tier, inst.capacity[o], tuple(gs))].append(o)
+    return [sorted(v) for _, v in sorted(classes.items(), key=lambda kv: kv[1][0])]
+
+
+def aggregated_bound(inst: Instance, *, time_limit: float | None = 60.0,
+                     verbose: bool = False) -> AggregatedResult:
+    """Relaxation of the ILP exploiting the fat tree's symmetry: operators that are
+    interchangeable (same tier, ``T^max`` and ``R`` column) form a class; the model picks a
+    class per group (``y_gc``) and a number of open operators per class (``n_c``) with
+    ``sum_g L_g y_gc <= T^max_c n_c``.  Every ILP plan maps onto a solution with the same
+    objective, so its optimum (or HiGHS's dual bound) bounds the ILP optimum from below.  The
+    relaxed solution is turned into a real plan by first-fit decreasing within each class."""
+    import highspy
+
+    t0 = time.perf_counter()
+    classes = operator_classes(inst)
+    groups = sorted(inst.groups)
+    if not groups:
+        return AggregatedResult(0.0, Plan(), "Optimal", time.perf_counter() - t0)
+    cls_of = {o: c for c, ops in enumerate(classes) for o in ops}
+    pairs = sorted({(g, cls_of[o]) for g in groups for o in inst.eligible(g)})
+    n_p, n_c = len(pairs), len(classes)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", bool(verbose))
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    inf = highspy.kHighsInf
+    cost = np.concatenate([np.zeros(n_p), np.ones(n_c)])
+    upper = np.concatenate([np.ones(n_p), [float(len(c)) for c in classes]])
+    h.addVars(n_p + n_c, np.zeros(n_p + n_c), upper)
+    h.changeColsCost(n_p + n_c, np.arange(n_p + n_c, dtype=np.int32), cost)
+    h.changeColsIntegrality(n_p + n_c, np.arange(n_p + n_c, dtype=np.int32),
+                            np.array([highspy.HighsVarType.kInteger] * (n_p + n_c)))
+    by_g: dict[str, list[int]] = defaultdict(list)
+    by_c: dict[int, list[int]] = defaultdict(list)
+    for p, (g, c) in enumerate(pairs):
+        by_g[g].append(p)
+        by_c[c].append(p)
+
+    def add_row(lo: float, hi: float, idx: list[int], val: list[float]) -> None:
+        h.addRow(lo, hi, len(idx), np.asarray(idx, dtype=np.int32),
+                 np.asarray(val, dtype=np.float64))
+
+    for g in groups:
+        add_row(1.0, 1.0, by_g[g], [1.0] * len(by_g[g]))
+    for c, ops in enumerate(classes):
+        cap = inst.capacity[ops[0]]
+        ps = by_c[c]
+        add_row(-inf, 0.0, ps + [n_p + c], [inst.load(pairs[p][0]) for p in ps] + [-cap])
+        for p in ps:
+            add_row(0.0, inf, [n_p + c, p], [1.0, -1.0])
+    ex = [(p, inst.extra(g, classes[c][0])) for p, (g, c) in enumerate(pairs)]
+    ex = [(p, x) for p, x in ex if x]
+    add_row(-inf, inst.E, [p for p, _ in ex], [x for _, x in ex])
+    h.run()
+    info = h.getInfo()
+    status = h.modelStatusToString(h.getModelStatus())
+    if h.getModelStatus() == highspy.HighsModelStatus.kInfeasible:
+        return AggregatedResult(math.inf, None, status, time.perf_counter() - t0)
+    lb = float(info.mip_dual_bound) if info.mip_dual_bound == info.mip_dual_bound else 0.0
+    lb = math.ceil(lb - 1e-6)                      # the objective is integral
+    plan = None
+    if info.primal_solution_status == 2:
+        x = np.asarray(h.getSolution().col_value)
+        chosen: dict[int, list[str]] = defaultdict(list)
+        for p, (g, c) in enumerate(pairs):
+            if x[p] > 0.5:
+                chosen[c].append(g)
+        plan = Plan()
+        for c, gs in chosen.items():
+            room = {o: inst.capacity[o] for o in classes[c]}
+            opened: list[str] = []
+            for g in sorted(gs, key=lambda g: (-inst.load(g), g)):
+                tgt = next((o for o in opened if room[o] + EPS >= inst.load(g)), None)
+                if tgt is None:
+                    tgt = next((o for o in classes[c] if o not in opened
+                                and room[o] + EPS >= inst.load(g)), None)
+                    if tgt is None:
+                        plan = None
+                        break
+                    opened.append(tgt)
+                room[tgt] -= inst.load(g)
+                plan.assignment[g] = tgt
+            if plan is None:
+                break
+    return AggregatedResult(float(lb), plan, status, time.perf_counter() - t0)
