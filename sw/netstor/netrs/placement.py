@@ -608,6 +608,8 @@ class AdaptivePlacer:
         self.confirmed: dict[str, int] = defaultdict(int)
         self.moves: list[Move] = []
         self.round_no = 0
+        self._cands: dict[tuple[str, int], list[str]] = {}
+        self._cand_sets: dict[tuple[str, int], frozenset[str]] = {}
         plan = tor_based_plan(inst) if plan is None else plan
         for g, o in plan.assignment.items():
             self._add(g, o)
@@ -687,7 +689,17 @@ class AdaptivePlacer:
         return None
 
     def _tier_cands(self, g: str, tier: int) -> list[str]:
-        return [o for o in self.inst.eligible(g) if self.inst.topo.operators[o].tier == tier]
+        key = (g, tier)
+        c = self._cands.get(key)
+        if c is None:
+            c = [o for o in self.inst.eligible(g) if self.inst.topo.operators[o].tier == tier]
+            self._cands[key] = c
+            self._cand_sets[key] = frozenset(c)
+        return c
+
+    def _tier_cand_set(self, g: str, tier: int) -> frozenset[str]:
+        self._tier_cands(g, tier)
+        return self._cand_sets[(g, tier)]
 
     def horizontal(self, g: str) -> str | None:
         o = self.assign[g]
@@ -722,8 +734,8 @@ class AdaptivePlacer:
         inst = self.inst
         o = self.assign[g]
         t = inst.topo.operators[o].tier
-        up = [set(self._tier_cands(x, t - 1)) for x in self.members[o]]
-        U = set.intersection(*up) if up else set()
+        up = [self._tier_cand_set(x, t - 1) for x in self.members[o]]
+        U = frozenset.intersection(*up) if up else frozenset()
         if not U:
             return False
         occ_room = sum(max(0.0, inst.capacity[u] - self.load[u]) for u in U if u in self.members)
@@ -745,7 +757,7 @@ class AdaptivePlacer:
         for op in self.members:
             if op == o or inst.topo.operators[op].tier != t:
                 continue
-            if all(U <= set(self._tier_cands(x, t - 1)) for x in self.members[op]):
+            if all(U <= self._tier_cand_set(x, t - 1) for x in self.members[op]):
                 others.append((cost(op), op))
         others.sort(key=lambda e: (e[0][0], e[1]))
         room = occ_room
