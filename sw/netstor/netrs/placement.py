@@ -597,7 +597,7 @@ class AdaptivePlacer:
                  plan: Plan | None = None):
         if confirm < 1:
             raise ValueError("confirm must be >= 1")
-        self.inst = inst
+        self.inst = inst.replace()          # own copy: traffic reports update it
         self.c = confirm
         self.t_up = t_up
         self.assign: dict[str, str] = {}

@@ -355,3 +355,31 @@ def test_adaptive_reacts_to_capacity_violation():
     ref = ref_of(p.inst)
     assert ref.check(p.assign) == [] and not p.plan.drs
     assert p.plan.num_rsnodes == 2
+
+
+def test_drs_for_violations_after_workload_change():
+    from netstor.netrs.placement import drs_for_violations
+    inst = paper_instance(4, seed=1)
+    res = solve_ilp(inst)
+    # every group's traffic grows 3x: capacities and E no longer hold for the old plan
+    grown = inst.with_traffic({g: tuple(3 * x for x in grp.traffic)
+                               for g, grp in inst.groups.items()})
+    ref = ref_of(grown)
+    assert ref.check(res.plan.assignment) != []
+    new = drs_for_violations(grown, res.plan)
+    assert new.drs and ref.check(new.assignment, drs=new.drs) == []
+    for g, o in new.assignment.items():            # survivors keep their RSNode
+        assert res.plan.assignment[g] == o
+    # within each overloaded operator, DRS went to the highest-traffic groups first
+    for o in res.plan.rsnodes:
+        members = [g for g, x in res.plan.assignment.items() if x == o]
+        kept = [g for g in members if g in new.assignment]
+        dropped = [g for g in members if g in new.drs]
+        if kept and dropped:
+            assert min(grown.load(g) for g in dropped) >= max(grown.load(g) for g in kept) \
+                or plan_extra_changed(grown, res.plan, new)
+
+
+def plan_extra_changed(inst, old, new):
+    from netstor.netrs.placement import plan_extra
+    return plan_extra(inst, new) < plan_extra(inst, old)
