@@ -249,3 +249,21 @@ def test_amaranth_wrapper_elaborates():
     assert f"{hls.MODULE} xls (" in text or f"{hls.MODULE} xls(" in text
     for port in ("input_valid", "output_valid", "out", *hls.INPUTS):
         assert f".{port}(" in text, port
+
+
+def test_bench_figures_without_yosys(monkeypatch, tmp_path):
+    """netstor.bench.hls.ranking_figures wiring (Yosys itself runs in `make bench`)."""
+    from netstor.bench import hls as bench_hls, synth
+
+    def fake(verilog, top, workdir, **kw):
+        assert top == hls.MODULE and f"module {top}(" in verilog
+        return {"ok": True, "LUT": 1, "FF": 2, "DSP": 3, "BRAM36_equiv": 0, "URAM": 0,
+                "CARRY": 4, "share_of_xcu250_pct": {}, "yosys_seconds": 0, "cached": True,
+                "depth": {"lut_levels": 5, "max_cells": 9, "path_cell_types": "LUT6",
+                          "path_from": [], "path_to": []}}
+    monkeypatch.setattr(synth, "run_yosys", fake)
+    res = bench_hls.ranking_figures(tmp_path, log=lambda *a: None)
+    assert res["latency_cycles"] == hls.LATENCY and res["pipeline_stages"] == hls.STAGES
+    assert res["throughput_selections_per_clock"] == 1
+    assert (res["LUT"], res["DSP"], res["logic_depth_lut_levels"]) == (1, 3, 5)
+    assert res["within_lut_budget_250MHz"]
