@@ -150,3 +150,68 @@ do
   end
   DissectorTable.get("udp.port"):add(24301, proto)
 end
+
+-- NetClone (request cloning): UDP port 7431, 16-byte header
+do
+  local proto = Proto("netstor_netclone", "NetClone (request cloning)")
+  local vs = {}
+  vs.op = { [1] = "REQ", [2] = "REPLY" }
+  vs.clone = { [0] = "none", [1] = "original", [2] = "clone" }
+  local f = {}
+  f.op = ProtoField.uint8("netstor_netclone.op", "op", base.DEC, vs.op)
+  f.clone = ProtoField.uint8("netstor_netclone.clone", "clone", base.DEC, vs.clone)
+  f.group = ProtoField.uint16("netstor_netclone.group", "group", base.DEC, nil)
+  f.seq = ProtoField.uint32("netstor_netclone.seq", "seq", base.DEC, nil)
+  f.server_id = ProtoField.uint16("netstor_netclone.server_id", "server_id", base.DEC, nil)
+  f.load = ProtoField.uint16("netstor_netclone.load", "load", base.DEC, nil)
+  f.fidx = ProtoField.uint16("netstor_netclone.fidx", "fidx", base.HEX, nil)
+  f.rsvd = ProtoField.uint16("netstor_netclone.rsvd", "rsvd", base.DEC, nil)
+  f.data = ProtoField.bytes("netstor_netclone.data", "data")
+  proto.fields = { f.op, f.clone, f.group, f.seq, f.server_id, f.load, f.fidx, f.rsvd, f.data }
+  local e_short = ProtoExpert.new("netstor_netclone.malformed.short", "truncated netstor_netclone header", expert.group.MALFORMED, expert.severity.ERROR)
+  proto.experts = { e_short }
+  local HDR = 16
+  -- field, byte offset, byte count, bit offset in those bytes (or false), width, name
+  local layout = {
+    { f.op, 0, 1, false, 8, "op" },
+    { f.clone, 1, 1, false, 8, "clone" },
+    { f.group, 2, 2, false, 16, "group" },
+    { f.seq, 4, 4, false, 32, "seq" },
+    { f.server_id, 8, 2, false, 16, "server_id" },
+    { f.load, 10, 2, false, 16, "load" },
+    { f.fidx, 12, 2, false, 16, "fidx" },
+    { f.rsvd, 14, 2, false, 16, "rsvd" },
+  }
+  function proto.dissector(tvb, pinfo, tree)
+    local n = tvb:len()
+    pinfo.cols.protocol = "NETSTOR_NETCLONE"
+    local t = tree:add(proto, tvb(0, math.min(n, HDR)))
+    local v = {}
+    for _, e in ipairs(layout) do
+      local fld, off, nb, bo, w, name = e[1], e[2], e[3], e[4], e[5], e[6]
+      if off + nb > n then
+        t:add_proto_expert_info(e_short, string.format("truncated netstor_netclone header: %d of %d bytes", n, HDR))
+        pinfo.cols.info:set(string.format("netstor_netclone [truncated: %d of %d bytes]", n, HDR))
+        return n
+      end
+      local r = tvb(off, nb)
+      t:add(fld, r)
+      if bo then v[name] = r:bitfield(bo, w)
+      elseif nb > 4 then v[name] = r:uint64()
+      else v[name] = r:uint() end
+    end
+    local rest = n - HDR
+    local take = rest
+    if take > 0 then t:add(f.data, tvb(HDR, take)) end
+    local info = {}
+    info[#info + 1] = (vs.op[v.op] or tostring(v.op))
+    info[#info + 1] = "clone=" .. (vs.clone[v.clone] or tostring(v.clone))
+    info[#info + 1] = "group=" .. tostring(v.group)
+    info[#info + 1] = "seq=" .. tostring(v.seq)
+    info[#info + 1] = "server_id=" .. tostring(v.server_id)
+    pinfo.cols.info:set(table.concat(info, " "))
+    t:append_text(" " .. table.concat(info, " "))
+    return n
+  end
+  DissectorTable.get("udp.port"):add(7431, proto)
+end

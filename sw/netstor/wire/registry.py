@@ -171,6 +171,14 @@ def _builtin():
     register_program(primitives.make_primitives(), enums={"op": program_op_enum(primitives)},
                      hex_fields=("flags", "tag"), info=("op", "tag"),
                      title="netstor primitives test program")
+    from netstor.programs import netclone
+    register_program(netclone.make_netclone(), name="netstor_netclone",
+                     enums={"op": {netclone.OP_REQ: "REQ", netclone.OP_REPLY: "REPLY"},
+                            "clone": {netclone.CLONE_NONE: "none",
+                                      netclone.CLONE_ORIGINAL: "original",
+                                      netclone.CLONE_COPY: "clone"}},
+                     hex_fields=("fidx",), info=("op", "clone", "group", "seq", "server_id"),
+                     title="NetClone (request cloning)")
 
 
 _builtin()
