@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from netstor.lang.program import Action
+
 __all__ = ["SchemaPipeline"]
 
 
@@ -18,33 +20,6 @@ __all__ = ["SchemaPipeline"]
 class _Key:
     expr: str
     width: int
-
-
-class _Action:
-    def __init__(self, d):
-        self.name = d["name"]
-        self.params = {p["name"]: p["width"] for p in d["params"]}
-
-    @property
-    def param_width(self):
-        return sum(self.params.values())
-
-    def pack_params(self, values):
-        unknown = set(values) - set(self.params)
-        if unknown:
-            raise KeyError(f"action {self.name} has no parameter(s) {sorted(unknown)}")
-        word, shift = 0, 0
-        for p, w in self.params.items():
-            word |= (values.get(p, 0) & ((1 << w) - 1)) << shift
-            shift += w
-        return word
-
-    def unpack_params(self, word):
-        out, shift = {}, 0
-        for p, w in self.params.items():
-            out[p] = (word >> shift) & ((1 << w) - 1)
-            shift += w
-        return out
 
 
 class _Table:
@@ -64,7 +39,8 @@ class _Table:
         acts = sorted(d["actions"], key=lambda a: a["id"])
         if [a["id"] for a in acts] != list(range(1, len(acts) + 1)):
             raise ValueError(f"schema: table {name} action ids are not 1..n")
-        self.actions = [_Action(a) for a in acts]
+        self.actions = [Action(a["name"], {p["name"]: p["width"] for p in a["params"]})
+                        for a in acts]
 
     def action_id(self, name):
         for i, a in enumerate(self.actions):

@@ -23,16 +23,7 @@ from netstor.netrs.topology import FatTree
 # ---------------------------------------------------------------------------------------
 
 
-def bfs(topo, src):
-    d = {src: 0}
-    q = deque([src])
-    while q:
-        u = q.popleft()
-        for v in topo.neighbors(u):
-            if v not in d:
-                d[v] = d[u] + 1
-                q.append(v)
-    return d
+from netstor.netrs.refcheck import bfs  # noqa: E402
 
 
 class Ref:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from collections import deque
 
 import pytest
 
@@ -15,16 +14,7 @@ from netstor.netrs.placement import (Plan, failure_update, paper_instance, solve
 from netstor.netrs.rules import (DRS_RSNODE_ID, assign_rsnode_ids, diff_rules, plan_rules)
 
 
-def bfs(topo, src):
-    d = {src: 0}
-    q = deque([src])
-    while q:
-        u = q.popleft()
-        for v in topo.neighbors(u):
-            if v not in d:
-                d[v] = d[u] + 1
-                q.append(v)
-    return d
+from netstor.netrs.refcheck import bfs  # noqa: E402
 
 
 class Tables:
