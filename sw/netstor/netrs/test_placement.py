@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections import deque
 
 import pytest
 
