@@ -120,7 +120,7 @@ def test_edge_cases(ir, algo):
     # saturation: everything at the maximum, in every replica and in one of them
     mx = R.Replica(0xFFFF, 255, 0xFFFF, 0xFFFF)
     top = R.c3_score(0xFFFF, 255, 0xFFFF, 0xFFFF, 255)
-    assert top < 1 << R.SCORE_W and top == (((0xFFFF ** 2 >> 4) * 0xFFFF >> 4) - 16) * 0xFFFF \
+    assert top < 1 << R.SCORE_W and top == ((0xFFFF ** 2 >> 4) * 0xFFFF >> 4) * 0xFFFF \
         // 16 + 0xFFFF
     for k in range(8):
         reps = [mx if i != k else R.Replica(0, 0, 16, 0) for i in range(R.NR)]

@@ -6,7 +6,7 @@ Pure Python integers, the same fixed-point arithmetic as the DSLX (see ``hls/REA
   bits (UQ12.4 inputs, 16 bits; raw integer = value * 16);
 * ``os`` (outstanding requests) and ``n`` (the C3 ``os`` multiplier, number of selectors):
   8-bit integers;
-* C3 score = R + (q_hat^3 - 1) * T, q_hat = 1 + q + n*os saturated at 0xffff (4095.9375),
+* C3 score = R + q_hat^3 * T (the NetRS authors' form), q_hat = 1 + q + n*os saturated at 0xffff (4095.9375),
   each product floored to 4 fractional bits; 53-bit result (UQ49.4), never overflows.
 
 ``rank(algo, avail, replicas, n=1, rr=0, rnd=0) -> (found, index, score)``; :func:`pack_inputs`
@@ -50,11 +50,11 @@ def qhat(q, os, n):
 
 
 def c3_score(q, os, t, r, n):
-    """C3 (Suresh et al.): R - 1/mu + q_hat^3/mu with 1/mu = T = R + (q_hat^3 - 1) * T."""
+    """C3 in the NetRS authors' form: R + q_hat^3 * T (T = 1/mu)."""
     qh = qhat(q, os, n)
     sq = (qh * qh) >> FRAC
     cube = (sq * qh) >> FRAC
-    prod = ((cube - ONE) * t) >> FRAC
+    prod = (cube * t) >> FRAC
     return prod + r
 
 
@@ -156,7 +156,7 @@ def c3_float(q, os, t, r, n):
     """Real-valued C3 score of the same raw inputs (no truncation, no saturation), in units
     of the input time unit (the fixed-point score divided by 16 approximates it)."""
     qh = 1 + q / ONE + n * os
-    return r / ONE + (qh ** 3 - 1) * (t / ONE)
+    return r / ONE + qh ** 3 * (t / ONE)
 
 
 def c3_error_bound(q, os, t, r, n):
