@@ -11,6 +11,14 @@
 Replies are matched by ``req_id`` only (not by source address), so a reply may come from a
 different server than the one addressed (e.g. a data-plane offload answering, or a clone).
 Keys are unsigned 64-bit integers.
+
+Cloning and NetClone: ``Engine.send(..., copies=[addr, ...])`` sends the same request (same
+``req_id``) to more servers (client-side cloning): the first reply completes it, later ones are
+counted as ``duplicates``. ``Engine.send(..., nc_group=G)`` puts the NetClone request header
+(group ``G``) in front of the storage request (:mod:`netstor.netclone.header`); a reply that
+starts with the NetClone reply header is unwrapped, its header kept in
+``Completion.nc``. ``duplicates`` counts replies for requests that were already answered
+(clones that got through), a subset of ``unmatched``.
 """
 
 from __future__ import annotations
@@ -22,8 +30,9 @@ import select
 import socket
 import time
 
-from netstor.proto import (Header, MAX_VALUE, Op, ProtocolError, Status,
+from netstor.proto import (Header, MAGIC, MAX_VALUE, Op, ProtocolError, Status,
                            STORAGE_UDP_PORT)
+from netstor.netclone.header import NC_LEN, NcHeader, OP_REPLY, OP_REQ
 
 __all__ = ["Client", "Engine", "Completion", "NetstorError", "RequestTimeout", "BadRequest",
            "ServerBusy", "ServerError", "parse_target", "parse_targets"]
@@ -98,13 +107,14 @@ class Completion:
     """One finished request: ``reply`` is the reply :class:`Header`, or None on timeout."""
 
     __slots__ = ("req_id", "op", "key", "target", "tag", "sent_ns", "done_ns", "reply",
-                 "deadline_ns")
+                 "deadline_ns", "nc")
 
     def __init__(self, req_id, op, key, target, tag, sent_ns, deadline_ns):
         self.req_id, self.op, self.key, self.target, self.tag = req_id, op, key, target, tag
         self.sent_ns, self.deadline_ns = sent_ns, deadline_ns
         self.done_ns = None
         self.reply = None
+        self.nc = None          # the NetClone reply header (NetClone requests)
 
     @property
     def timed_out(self):
@@ -147,11 +157,14 @@ class Engine:
         self._pending = {}
         self._order = collections.deque()   # Completions in send (= deadline) order
         self._done = []
+        self._answered = set()              # req_ids answered lately (duplicate detection)
+        self._answered_order = collections.deque()
         # counters
         self.sent = 0
         self.replies = 0
         self.timeouts = 0
         self.unmatched = 0      # replies for no outstanding request (late or duplicate)
+        self.duplicates = 0     # of those: a further reply to a request already answered
         self.malformed = 0      # datagrams that are not netstor replies
         self.send_errors = 0
 
@@ -179,27 +192,35 @@ class Engine:
             if rid not in self._pending:
                 return rid
 
-    def send(self, op, key, value=b"", target=None, tag=None, flags=0, seq=0, now_ns=None):
-        """Send one request; ``target`` is an index into ``targets`` or an address tuple.
-        Returns its :class:`Completion` (filled in when it finishes)."""
+    def _addr(self, target):
         if target is None:
-            addr = self.targets[0]
-        elif isinstance(target, int):
-            addr = self.targets[target]
-        else:
-            addr = target
+            return self.targets[0]
+        if isinstance(target, int):
+            return self.targets[target]
+        return target
+
+    def send(self, op, key, value=b"", target=None, tag=None, flags=0, seq=0, now_ns=None,
+             copies=(), nc_group=None):
+        """Send one request; ``target`` is an index into ``targets`` or an address tuple;
+        ``copies``: more targets that get the same request (client-side cloning);
+        ``nc_group``: send it as a NetClone request of that group.
+        Returns its :class:`Completion` (filled in when it finishes)."""
+        addr = self._addr(target)
         rid = self._new_id()
         data = Header(op=op, key=key, req_id=rid, flags=flags, seq=seq, value=value).pack()
+        if nc_group is not None:
+            data = NcHeader(OP_REQ, group=nc_group).pack() + data
         now = time.monotonic_ns() if now_ns is None else now_ns
         c = Completion(rid, op, key, addr, tag, now, now + self.timeout_ns)
-        try:
-            self.sock.sendto(data, addr)
-        except OSError as e:
-            if e.errno not in (errno.EAGAIN, errno.ENOBUFS, errno.ECONNREFUSED,
-                               errno.EWOULDBLOCK):
-                raise
-            # treated as a lost datagram: the request times out like any other loss
-            self.send_errors += 1
+        for a in (addr, *(self._addr(t) for t in copies)):
+            try:
+                self.sock.sendto(data, a)
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.ENOBUFS, errno.ECONNREFUSED,
+                                   errno.EWOULDBLOCK):
+                    raise
+                # treated as a lost datagram: the request times out like any other loss
+                self.send_errors += 1
         self._pending[rid] = c
         self._order.append(c)
         self.sent += 1
@@ -216,6 +237,11 @@ class Engine:
             except ConnectionRefusedError:
                 continue    # ICMP port unreachable from an earlier send: ignore
             t = time.monotonic_ns()
+            nc = None
+            if len(data) > NC_LEN and data[0] == OP_REPLY and \
+                    int.from_bytes(data[NC_LEN:NC_LEN + 2], "big") == MAGIC:
+                nc = NcHeader.unpack(data)
+                data = data[NC_LEN:]
             try:
                 h = Header.unpack(data)
             except ProtocolError:
@@ -228,10 +254,16 @@ class Engine:
             if c is None or (h.op & 0x7F) != c.op:
                 if c is not None:       # req_id collision with a foreign reply: keep waiting
                     pending[h.req_id] = c
+                elif h.req_id in self._answered:
+                    self.duplicates += 1
                 self.unmatched += 1
                 continue
-            c.reply, c.done_ns = h, t
+            c.reply, c.done_ns, c.nc = h, t, nc
             self.replies += 1
+            self._answered.add(h.req_id)
+            self._answered_order.append(h.req_id)
+            if len(self._answered_order) > 65536:
+                self._answered.discard(self._answered_order.popleft())
             done.append(c)
             got += 1
 

@@ -14,6 +14,20 @@ histogram, by_op`` plus details (``config``, ``by_server``, ``engine``, ``skippe
 ``errors`` the non-OK statuses other than NOT_FOUND (BAD_REQUEST, BUSY, ERROR); ``statuses``
 every status. ``latency_us`` (exact percentiles, nearest rank) and ``histogram`` cover the
 replies with status OK or NOT_FOUND, timed from the actual send to the reply's arrival.
+
+Schemes (``--scheme``; the arrival process and the latency accounting are the same for all):
+
+* ``direct`` (default): one request to one of the targets, chosen by ``--pick``.
+* ``single``: no cloning: the request goes to one server of a random group, chosen at random
+  (groups are pairs of targets, ``--pairs I:J,...``, default every ordered pair).
+* ``clone``: client-side cloning: the request goes to both servers of a random group, the
+  first reply counts, the second is ignored (counted in ``engine.duplicates``).
+* ``netclone``: the request goes as a NetClone request (group drawn uniformly from
+  ``--groups``, e.g. ``0-11``) to the service address ``--target VIP[:7431]``; the engine binds
+  ``--nc-bind-port`` (default 7431: the servers answer to the request's source port). The
+  switch clones and filters; a duplicate that gets through is counted and ignored. The result
+  gets ``netclone``: replies whose request was cloned (``cloned_replies``: the NetClone
+  header's clone field is not 0) and the per-server share.
 """
 
 from __future__ import annotations
@@ -27,12 +41,46 @@ import sys
 import time
 
 from netstor.proto import MAX_VALUE, Op, Status
-from netstor.agent.client import Engine
+from netstor.agent.client import Engine, parse_targets
 from netstor.agent.zipf import Zipf
+from netstor.netclone.header import NETCLONE_UDP_PORT
 
 __all__ = ["run_load", "latency_summary", "log_histogram", "main"]
 
 PICKS = ("random", "round-robin", "key")
+SCHEMES = ("direct", "single", "clone", "netclone")
+
+
+def parse_groups(spec):
+    """``"0-11"``, ``"3,5,7"`` or a list of ints -> list of group ids."""
+    if isinstance(spec, (list, tuple)):
+        out = [int(g) for g in spec]
+    else:
+        out = []
+        for part in str(spec).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            lo, sep, hi = part.partition("-")
+            out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    if not out or any(not 0 <= g <= 0xFFFF for g in out):
+        raise ValueError(f"bad NetClone group list {spec!r}")
+    return out
+
+
+def parse_pairs(spec, n_targets):
+    """``"0:1,1:0"`` or ``[(0, 1), ...]`` (target indexes) -> list of pairs; None = every
+    ordered pair of distinct targets."""
+    if spec is None:
+        pairs = [(i, j) for i in range(n_targets) for j in range(n_targets) if i != j]
+    elif isinstance(spec, str):
+        pairs = [tuple(int(x) for x in p.split(":")) for p in spec.split(",") if p.strip()]
+    else:
+        pairs = [tuple(p) for p in spec]
+    if not pairs or any(len(p) != 2 or not all(0 <= x < n_targets for x in p) or p[0] == p[1]
+                        for p in pairs):
+        raise ValueError(f"bad server pairs {spec!r} for {n_targets} target(s)")
+    return pairs
 _GOOD = (Status.OK, Status.NOT_FOUND)
 _BURST = 64
 
@@ -118,7 +166,8 @@ def _preload(eng, keys, value, window=64, deadline_s=None):
 
 def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, requests=None,
              keys=1000, zipf=0.99, write_ratio=0.0, value_size=64, preload=False, timeout=1.0,
-             seed=None, pick="random", progress=False, max_outstanding=65536):
+             seed=None, pick="random", progress=False, max_outstanding=65536, scheme="direct",
+             pairs=None, groups=None, nc_bind_port=NETCLONE_UDP_PORT, samples=False):
     """Run one load test and return the result dict (see the module doc)."""
     if mode not in ("open", "closed"):
         raise ValueError(f"mode must be 'open' or 'closed', got {mode!r}")
@@ -140,14 +189,33 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
         raise ValueError(f"value size must be in [0, {MAX_VALUE}], got {value_size!r}")
     if pick not in PICKS:
         raise ValueError(f"pick must be one of {', '.join(PICKS)}, got {pick!r}")
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    if scheme == "netclone":
+        if groups is None:
+            raise ValueError("scheme netclone needs the group ids (groups)")
+        groups = parse_groups(groups)
+        if preload:
+            raise ValueError("preload is not available with scheme netclone")
 
     rng = random.Random(seed)
     zrng = random.Random(None if seed is None else seed + 1)
     sampler = Zipf(keys, zipf, rng=zrng)
     value = bytes(random.Random(seed).getrandbits(8) for _ in range(value_size))
-    eng = Engine(target, timeout=timeout, seed=seed)
+    if scheme == "netclone":
+        eng = Engine(parse_targets(target, NETCLONE_UDP_PORT), timeout=timeout, seed=seed,
+                     bind=("0.0.0.0", nc_bind_port))
+    else:
+        eng = Engine(target, timeout=timeout, seed=seed)
     targets = eng.targets
     n_t = len(targets)
+    if scheme in ("single", "clone"):
+        try:
+            pairs = parse_pairs(pairs, n_t)
+        except ValueError:
+            eng.close()
+            raise
+    nc_cloned = 0
     try:
         preload_res = None
         if preload:
@@ -178,13 +246,23 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
             nonlocal rr
             key = sampler.sample()
             op = Op.PUT if write_ratio and rng.random() < write_ratio else Op.GET
-            if pick == "random":
-                t = rng.randrange(n_t) if n_t > 1 else 0
-            elif pick == "round-robin":
-                t, rr = rr, (rr + 1) % n_t
+            val = value if op == Op.PUT else b""
+            if scheme == "netclone":
+                eng.send(op, key, val, target=0, now_ns=now_ns, nc_group=rng.choice(groups))
+            elif scheme == "single":
+                eng.send(op, key, val, target=rng.choice(pairs)[rng.getrandbits(1)],
+                         now_ns=now_ns)
+            elif scheme == "clone":
+                a, b = rng.choice(pairs)
+                eng.send(op, key, val, target=a, copies=(b,), now_ns=now_ns)
             else:
-                t = key % n_t
-            eng.send(op, key, value if op == Op.PUT else b"", target=t, now_ns=now_ns)
+                if pick == "random":
+                    t = rng.randrange(n_t) if n_t > 1 else 0
+                elif pick == "round-robin":
+                    t, rr = rr, (rr + 1) % n_t
+                else:
+                    t = key % n_t
+                eng.send(op, key, val, target=t, now_ns=now_ns)
             total.sent += 1
             tal = per_op.get(op)
             if tal is None:
@@ -192,6 +270,7 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
             tal.sent += 1
 
         def record(done):
+            nonlocal nc_cloned
             for c in done:
                 tal = per_op[c.op]
                 r = c.reply
@@ -201,6 +280,8 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                     continue
                 total.replies += 1
                 tal.replies += 1
+                if c.nc is not None and c.nc.clone:
+                    nc_cloned += 1
                 name = Status.NAMES.get(r.status, f"status{r.status}")
                 total.statuses[name] = total.statuses.get(name, 0) + 1
                 tal.statuses[name] = tal.statuses.get(name, 0) + 1
@@ -318,20 +399,40 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
         "skipped": skipped,
         "send_lag_us": {"mean": round(lag_sum / max(1, n_sent) / 1000.0, 3),
                         "max": round(lag_max / 1000.0, 3)} if mode == "open" else None,
-        "engine": {"unmatched": eng.unmatched, "malformed": eng.malformed,
-                   "send_errors": eng.send_errors},
+        "engine": {"unmatched": eng.unmatched, "duplicates": eng.duplicates,
+                   "malformed": eng.malformed, "send_errors": eng.send_errors},
+        "scheme": scheme,
+        "netclone": {"cloned_replies": nc_cloned,
+                     "cloned_fraction": round(nc_cloned / max(1, res["replies"]), 4)}
+        if scheme == "netclone" else None,
         "preload": preload_res,
+        "samples_us": [round(x, 1) for x in total.lat_us] if samples else None,
         "config": {"keys": keys, "zipf": zipf, "write_ratio": write_ratio,
                    "value_size": value_size, "rate": rate,
                    "concurrency": concurrency if mode == "closed" else None,
                    "duration": duration, "requests": requests, "timeout": timeout,
-                   "seed": seed, "pick": pick},
+                   "seed": seed, "pick": pick, "scheme": scheme,
+                   "pairs": pairs if scheme in ("single", "clone") else None,
+                   "groups": groups if scheme == "netclone" else None},
     }
     return out
 
 
+def _scheme_note(r):
+    sc = r.get("scheme", "direct")
+    if sc == "direct":
+        return ""
+    note = f", scheme {sc}"
+    if sc == "netclone" and r.get("netclone"):
+        note += f" ({r['netclone']['cloned_fraction']:.0%} cloned"
+        note += f", {r['engine']['duplicates']} duplicates)"
+    elif sc == "clone":
+        note += f" ({r['engine']['duplicates']} second replies ignored)"
+    return note
+
+
 def format_table(r):
-    lines = [f"netstor-load {r['mode']} loop -> {r['target']}: sent {r['sent']}, replies "
+    lines = [f"netstor-load {r['mode']} loop{_scheme_note(r)} -> {r['target']}: sent {r['sent']}, replies "
              f"{r['replies']}, timeouts {r['timeouts']}, in {r['duration_s']:.3f} s = "
              f"{r['rps']:.1f} replies/s (offered {r['offered_rps']:.1f}/s)"]
     if r["errors"]:
@@ -356,6 +457,18 @@ def build_parser():
                    help="storage server(s); requests spread uniformly unless --pick")
     p.add_argument("--pick", choices=PICKS, default="random",
                    help="how a request's target is chosen (default random = uniform)")
+    p.add_argument("--scheme", choices=SCHEMES, default="direct",
+                   help="direct (default), single (one server of a random pair), clone "
+                        "(client-side cloning to both of a pair), netclone (NetClone "
+                        "requests to the service address --target)")
+    p.add_argument("--pairs", default=None, metavar="I:J[,I:J...]",
+                   help="single/clone: server pairs as target indexes (default: every "
+                        "ordered pair)")
+    p.add_argument("--groups", default=None, metavar="G[-H][,...]",
+                   help="netclone: the group ids to draw from, e.g. 0-11")
+    p.add_argument("--nc-bind-port", type=int, default=NETCLONE_UDP_PORT, metavar="PORT",
+                   help=f"netclone: local UDP port (default {NETCLONE_UDP_PORT}; servers "
+                        "answer to it)")
     p.add_argument("--mode", choices=("open", "closed"), default="closed")
     p.add_argument("--rate", type=float, default=None,
                    help="open loop: Poisson arrival rate, requests/s")
@@ -380,6 +493,8 @@ def build_parser():
                    help="open loop: arrivals beyond this many outstanding are skipped")
     p.add_argument("--out", default=None, metavar="FILE.json",
                    help="write the JSON result here ('-' = stdout)")
+    p.add_argument("--samples", action="store_true",
+                   help="also write every latency sample (samples_us) into the JSON result")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no table")
     return p
 
@@ -395,7 +510,8 @@ def main(argv=None):
                      write_ratio=a.write_ratio, value_size=a.value_size, preload=a.preload,
                      timeout=a.timeout, seed=a.seed, pick=a.pick,
                      progress=not a.quiet and sys.stderr.isatty(),
-                     max_outstanding=a.max_outstanding)
+                     max_outstanding=a.max_outstanding, scheme=a.scheme, pairs=a.pairs,
+                     groups=a.groups, nc_bind_port=a.nc_bind_port, samples=a.samples)
     except ValueError as e:
         p.error(str(e))
     except RuntimeError as e:

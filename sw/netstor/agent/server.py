@@ -13,6 +13,17 @@ one) and ``service_ns`` (measured time the worker spent: LMDB work plus the dela
 Durability: every PUT/DEL is its own LMDB write transaction, committed (and, unless
 ``--no-sync``, fsynced) before the reply is sent.
 
+NetClone (``--netclone-port``, default 7431, 0 = off): a second UDP socket takes NetClone
+requests (the 16-byte header of :mod:`netstor.netclone.header`, then a storage request) and
+answers with the NetClone reply header (op REPLY; clone, group, seq and fidx echoed;
+``server_id`` this server's; ``load`` = requests queued or in service once this reply is sent,
+so 0 means idle, which is what the switch reads) followed by the storage reply, sent back to
+the request's source address. A request marked ``CLONE_COPY`` that arrives while the server is
+busy (no free worker: it would have to wait) is dropped and counted (``clones_dropped``), as
+in the paper: the original copy is served anyway. If the default NetClone port is taken the
+server runs without it (warning); an explicit ``--netclone-port`` that cannot be bound is an
+error.
+
 The same code serves tests in-process through :class:`Server`.
 """
 
@@ -37,6 +48,8 @@ import lmdb
 from netstor.proto import (Header, HEADER_LEN, MAGIC, MAX_VALUE, Op, ProtocolError,
                            Status, STORAGE_UDP_PORT, VERSION)
 from netstor.agent import servicetime
+from netstor.netclone.header import (CLONE_COPY, NC_LEN, NETCLONE_UDP_PORT, NcHeader,
+                                     OP_REQ)
 
 __all__ = ["Server", "main"]
 
@@ -56,12 +69,19 @@ class Server:
     worker (any status); ``ok``, ``not_found``; ``busy`` (BUSY replies);
     ``bad_request`` (malformed but answered); ``dropped`` (malformed, not answerable);
     ``storage_errors`` (ERROR replies); ``send_errors``; ``by_op``; ``errors`` =
-    storage_errors + bad_request + dropped.
+    storage_errors + bad_request + dropped. NetClone: ``nc_received`` (datagrams on the
+    NetClone socket, also in ``received``), ``nc_replies``, ``clones_dropped`` (clone copies
+    dropped because the server was busy), ``nc_dropped`` (not a NetClone request; also in
+    ``dropped``).
+
+    ``netclone_port``: None (default) = no NetClone socket; 0 = any free port; else that
+    port (``nc_address`` is the bound address).
     """
 
     def __init__(self, db, bind="0.0.0.0", port=STORAGE_UDP_PORT, workers=4, server_id=0,
                  queue_limit=1024, service_model="none", seed=None, controller=None,
-                 heartbeat_interval=1.0, sync=True, map_size=1 << 30, advertise=None):
+                 heartbeat_interval=1.0, sync=True, map_size=1 << 30, advertise=None,
+                 netclone_port=None, netclone_optional=False):
         if not isinstance(server_id, int) or not 0 <= server_id <= 0xFFFF:
             raise ValueError(f"server_id must be a 16-bit unsigned integer, got {server_id!r}")
         if not isinstance(workers, int) or workers < 1:
@@ -78,8 +98,11 @@ class Server:
         self.heartbeat_interval = float(heartbeat_interval)
         self.sync, self.map_size = sync, int(map_size)
         self.advertise = advertise
+        self.netclone_port = None if netclone_port is None else int(netclone_port)
+        self.netclone_optional = netclone_optional
         self.env = None
         self.sock = None
+        self.nc_sock = None
         self._threads = []
         self._q = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -89,13 +112,19 @@ class Server:
         self._started_at = None
         self._c = dict(received=0, served=0, ok=0, not_found=0, busy=0, bad_request=0,
                        dropped=0, storage_errors=0, send_errors=0, heartbeats_sent=0,
-                       heartbeat_failures=0)
+                       heartbeat_failures=0, nc_received=0, nc_replies=0, clones_dropped=0,
+                       nc_dropped=0)
         self._by_op = {"GET": 0, "PUT": 0, "DEL": 0}
 
     # -- life cycle --------------------------------------------------------------------------
     @property
     def address(self):
         return self.sock.getsockname()[:2] if self.sock else (self.bind, self.port)
+
+    @property
+    def nc_address(self):
+        """The NetClone socket's bound address, or None when NetClone is off."""
+        return self.nc_sock.getsockname()[:2] if self.nc_sock else None
 
     @property
     def running(self):
@@ -115,18 +144,38 @@ class Server:
             except OSError:
                 pass
             self.sock.bind((self.bind, self.port))
+            if self.netclone_port is not None:
+                self.nc_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                try:
+                    self.nc_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+                except OSError:
+                    pass
+                try:
+                    self.nc_sock.bind((self.bind, self.netclone_port))
+                except OSError as e:
+                    if not self.netclone_optional:
+                        raise
+                    log.warning("NetClone port %s:%d unavailable (%s): NetClone off",
+                                self.bind, self.netclone_port, e)
+                    self.nc_sock.close()
+                    self.nc_sock = None
         except BaseException:
             self.env.close()
             self.env = None
-            if self.sock:
-                self.sock.close()
-                self.sock = None
+            for name in ("sock", "nc_sock"):
+                if getattr(self, name):
+                    getattr(self, name).close()
+                    setattr(self, name, None)
             raise
         self._started_at = time.monotonic()
         self._threads = [threading.Thread(target=self._worker, name=f"netstor-worker{i}",
                                           daemon=True) for i in range(self.workers)]
-        self._threads.append(threading.Thread(target=self._receiver, name="netstor-rx",
-                                              daemon=True))
+        self._threads.append(threading.Thread(target=self._receiver, args=(self.sock, False),
+                                              name="netstor-rx", daemon=True))
+        if self.nc_sock is not None:
+            self._threads.append(threading.Thread(target=self._receiver,
+                                                  args=(self.nc_sock, True),
+                                                  name="netstor-rx-nc", daemon=True))
         if self.controller:
             self._threads.append(threading.Thread(target=self._heartbeat,
                                                   name="netstor-heartbeat", daemon=True))
@@ -141,7 +190,7 @@ class Server:
             return
         self._stop.set()
         self._wake_receiver()
-        rx = [t for t in self._threads if t.name == "netstor-rx"]
+        rx = [t for t in self._threads if t.name.startswith("netstor-rx")]
         for t in rx:
             t.join(timeout)
         for _ in range(self.workers):
@@ -150,18 +199,23 @@ class Server:
         for t in self._threads:
             t.join(max(0.0, end - time.monotonic()))
         self.sock.close()
+        if self.nc_sock is not None:
+            self.nc_sock.close()
         self.env.close()
         self.env = None
 
     def _wake_receiver(self):
-        """Wake the receiver blocked in recvfrom: on Linux shutdown() of a UDP socket does
+        """Wake the receivers blocked in recvfrom: on Linux shutdown() of a UDP socket does
         (it also reports ENOTCONN); elsewhere fall back to the socket timeout."""
-        try:
-            self.sock.shutdown(socket.SHUT_RD)
-        except OSError:
-            pass
-        if sys.platform != "linux":
-            self.sock.settimeout(0.1)
+        for sock in (self.sock, self.nc_sock):
+            if sock is None:
+                continue
+            try:
+                sock.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+            if sys.platform != "linux":
+                sock.settimeout(0.1)
 
     def __enter__(self):
         return self.start()
@@ -190,14 +244,23 @@ class Server:
             self._c[name] += n
 
     # -- data path ---------------------------------------------------------------------------
-    def _send(self, h, addr):
+    def _send(self, h, addr, nc=None, queued=True):
+        """Send reply ``h``; ``nc`` (the request's NetClone header) sends it on the NetClone
+        socket behind the NetClone reply header, carrying the load once it has gone
+        (``queued``: the request counts in ``_pending`` until after this send)."""
         try:
-            self.sock.sendto(h.pack(), addr)
+            if nc is None:
+                self.sock.sendto(h.pack(), addr)
+            else:
+                with self._lock:
+                    load = self._pending - (1 if queued else 0)     # without this request
+                    self._c["nc_replies"] += 1
+                self.nc_sock.sendto(nc.reply(self.server_id, load).pack() + h.pack(), addr)
         except (OSError, ValueError) as e:
             self._count("send_errors")
             log.debug("send to %s failed: %s", addr, e)
 
-    def _malformed(self, data, addr, why):
+    def _malformed(self, data, addr, why, nc=None):
         """Answer BAD_REQUEST when the header is there with our magic and version, else drop."""
         if len(data) >= HEADER_LEN and _PEEK.unpack_from(data) == (MAGIC, VERSION):
             (_m, _v, op, _st, flags, _sid, req_id, _ql, _vl, _sn, key,
@@ -207,14 +270,15 @@ class Server:
                 self._c["bad_request"] += 1
                 ql = self._pending
             self._send(req.reply(Status.BAD_REQUEST, server_id=self.server_id,
-                                 queue_len=min(ql, 0xFFFF)), addr)
+                                 queue_len=min(ql, 0xFFFF)), addr, nc, queued=False)
             log.debug("BAD_REQUEST to %s: %s", addr, why)
         else:
             self._count("dropped")
             log.debug("dropped datagram from %s: %s", addr, why)
 
-    def _receiver(self):
-        sock, q, lock, c = self.sock, self._q, self._lock, self._c
+    def _receiver(self, sock, netclone):
+        q, lock, c = self._q, self._lock, self._c
+        busy_at = self.workers      # a clone copy finding this many pending would wait
         while not self._stop.is_set():
             try:
                 data, addr = sock.recvfrom(_RECV_BUF)
@@ -228,20 +292,36 @@ class Server:
             if self._stop.is_set():     # woken by stop() (shutdown returns an empty read)
                 break
             try:
+                nc = None
                 with lock:
                     c["received"] += 1
+                    if netclone:
+                        c["nc_received"] += 1
+                if netclone:
+                    if len(data) < NC_LEN or data[0] != OP_REQ:
+                        with lock:
+                            c["dropped"] += 1
+                            c["nc_dropped"] += 1
+                        log.debug("dropped non-NetClone-request datagram from %s", addr)
+                        continue
+                    nc = NcHeader.unpack(data)
+                    data = data[NC_LEN:]
                 try:
                     h = Header.unpack(data)
                 except ProtocolError as e:
-                    self._malformed(data, addr, str(e))
+                    self._malformed(data, addr, str(e), nc)
                     continue
                 if h.is_reply or h.op not in Op.NAMES:
-                    self._malformed(data, addr, f"not a request op ({Op.name(h.op)})")
+                    self._malformed(data, addr, f"not a request op ({Op.name(h.op)})", nc)
                     continue
                 if h.op == Op.PUT and len(h.value) > MAX_VALUE:
-                    self._malformed(data, addr, f"value of {len(h.value)} bytes > MAX_VALUE")
+                    self._malformed(data, addr, f"value of {len(h.value)} bytes > MAX_VALUE",
+                                    nc)
                     continue
                 with lock:
+                    if nc is not None and nc.clone == CLONE_COPY and self._pending >= busy_at:
+                        c["clones_dropped"] += 1
+                        continue
                     if self._pending - self._in_service >= self.queue_limit:
                         c["busy"] += 1
                         ql = self._pending
@@ -251,9 +331,9 @@ class Server:
                         busy = False
                 if busy:
                     self._send(h.reply(Status.BUSY, server_id=self.server_id,
-                                       queue_len=min(ql, 0xFFFF)), addr)
+                                       queue_len=min(ql, 0xFFFF)), addr, nc, queued=False)
                     continue
-                q.put((h, addr))
+                q.put((h, addr, nc))
             except Exception:       # never let one datagram kill the receiver
                 log.exception("receiver: unexpected error on a datagram from %s", addr)
 
@@ -279,7 +359,7 @@ class Server:
             item = q.get()
             if item is _STOP:
                 return
-            h, addr = item
+            h, addr, nc = item
             with lock:
                 self._in_service += 1
             t0 = clock()
@@ -305,7 +385,7 @@ class Server:
                         status, "storage_errors")] += 1
                     self._by_op[Op.NAMES[h.op]] += 1
                 self._send(h.reply(status, value=value, server_id=self.server_id,
-                                   queue_len=min(ql, 0xFFFF), service_ns=service), addr)
+                                   queue_len=min(ql, 0xFFFF), service_ns=service), addr, nc)
             except Exception:
                 log.exception("worker: unexpected error")
             finally:
@@ -397,6 +477,9 @@ def build_parser():
                    help="POST heartbeats to URL/api/v1/heartbeat")
     p.add_argument("--heartbeat-interval", type=float, default=1.0, metavar="S",
                    help="seconds between heartbeats (default 1.0)")
+    p.add_argument("--netclone-port", type=int, default=None, metavar="PORT",
+                   help=f"UDP port for NetClone requests (default {NETCLONE_UDP_PORT}; "
+                        "0 = NetClone off)")
     p.add_argument("--advertise", default=None, metavar="ADDR",
                    help="address reported in heartbeats (default: the bound address)")
     p.add_argument("--no-sync", action="store_true",
@@ -418,7 +501,10 @@ def main(argv=None):
                  server_id=args.server_id, queue_limit=args.queue_limit,
                  service_model=args.service_model, seed=args.seed, controller=args.controller,
                  heartbeat_interval=args.heartbeat_interval, sync=not args.no_sync,
-                 map_size=args.map_size, advertise=args.advertise)
+                 map_size=args.map_size, advertise=args.advertise,
+                 netclone_port=(NETCLONE_UDP_PORT if args.netclone_port is None
+                                else args.netclone_port or None),
+                 netclone_optional=args.netclone_port is None)
     stop = threading.Event()
 
     def on_signal(signum, _frame):
@@ -432,6 +518,8 @@ def main(argv=None):
         print(f"netstor-server: cannot start: {e}", file=sys.stderr)
         return 1
     addr, port = srv.address
+    if srv.nc_address:
+        log.info("NetClone requests on %s:%d", *srv.nc_address)
     print(f"netstor-server {srv.server_id} listening on {addr}:{port}", flush=True)
     try:
         while not stop.wait(0.1):
@@ -439,8 +527,10 @@ def main(argv=None):
     finally:
         srv.stop()
         s = srv.stats()
-        log.info("stopped: served %d, busy %d, bad_request %d, dropped %d, storage errors %d",
-                 s["served"], s["busy"], s["bad_request"], s["dropped"], s["storage_errors"])
+        log.info("stopped: served %d, busy %d, bad_request %d, dropped %d, storage errors %d, "
+                 "netclone received %d, clones dropped %d",
+                 s["served"], s["busy"], s["bad_request"], s["dropped"], s["storage_errors"],
+                 s["nc_received"], s["clones_dropped"])
     return 0
 
 

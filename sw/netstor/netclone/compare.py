@@ -1,0 +1,306 @@
+"""NetClone against no cloning and client-side cloning, at equal offered load, in the
+real-socket test bed (needs root).
+
+``python -m netstor.netclone.compare [--out build/bench/netclone.json] [--duration S]
+[--rate R] [--clients 2] [--servers 4]``
+
+Set-up (one rack, :class:`netstor.testbed.rack.Rack`): 2 client hosts, 4 storage servers,
+every frame through the golden-model switch. Each server runs ``netstor-server`` with ONE
+worker (a request waits while another is served, as in the paper's single-queue servers) and
+a service-time model as in the NetClone paper, scaled from microseconds to what this Python
+set-up serves (the paper: Exp(25 us), Bimodal(90 % 25 us, 10 % 250 us)):
+
+* ``exp``: exponential service time, mean 2 ms;
+* ``bimodal``: 90 % 1 ms, 10 % 10 ms (the slow mode 10x; mean 1.9 ms).
+
+Groups are every ordered pair of servers (12 groups: :mod:`netstor.netclone.config`). The
+three schemes draw a group uniformly per request:
+
+* ``single`` (no cloning): one server of the pair at random (plain storage requests);
+* ``clone`` (client-side cloning, C-Clone): both servers of the pair, first reply wins;
+* ``netclone``: a NetClone request to the service address; the switch clones when both
+  servers were idle at their last reply (else picks one at random: ``POLICY_RANDOM``, so the
+  only difference to ``single`` is the cloning), the servers drop a clone copy when busy,
+  the switch drops the slower reply.
+
+Every client runs Poisson open-loop arrivals at the same rate for every scheme (GETs, Zipf
+0.99 over 1000 keys; the key does not matter for the service time). Default 2 x 100 req/s =
+200 req/s on 4 servers: a per-server utilisation of about 10 % (no cloning) for the
+service work alone... see ``util`` in the output: it counts the measured service time
+(LMDB + modelled delay) the servers reported, so it includes the clones' work.
+
+Latency: per request from the client's send to the first reply, exact percentiles over all
+clients' samples. The switch's frame rate (frames in per second on both wire ports) is
+reported per run: the golden model costs about 90 us per frame, so it must stay well below
+saturation, or the switch's own queueing dominates the tail.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from netstor.netclone.config import netclone_config, start_switch
+from netstor.netclone.header import NETCLONE_UDP_PORT
+
+__all__ = ["run_scheme", "run_compare", "format_table", "DISTRIBUTIONS", "SCHEMES", "main"]
+
+STORAGE_PORT = 7430
+SCHEMES = ("single", "clone", "netclone")
+DISTRIBUTIONS = {"exp": "exp:2000", "bimodal": "bimodal:0.1:1000:10000"}
+_STOPPED = re.compile(r"stopped: served (\d+), busy (\d+).*netclone received (\d+), "
+                      r"clones dropped (\d+)")
+
+
+def pct(sorted_vals, p):
+    """Nearest-rank percentile of a sorted list."""
+    if not sorted_vals:
+        return None
+    return sorted_vals[max(0, math.ceil(p / 100 * len(sorted_vals)) - 1)]
+
+
+def start_servers(rack, setup, tmp, service_model, *, workers=1, log_level="INFO", seed=0,
+                  tag=""):
+    """``netstor-server`` on every server host (id ``setup.server_ids[k]``, storage port
+    7430, NetClone port 7431); returns the processes once all are listening."""
+    py = sys.executable
+    procs = []
+    for k, h in enumerate(rack.servers):
+        db = Path(tmp) / f"db{tag}{k}"
+        db.mkdir(exist_ok=True)
+        procs.append(rack.spawn(h, [py, "-m", "netstor.agent.server", "--bind", h.ip,
+                                    "--port", STORAGE_PORT, "--netclone-port",
+                                    NETCLONE_UDP_PORT, "--db", db, "--workers", workers,
+                                    "--server-id", setup.server_ids[k], "--no-sync",
+                                    "--service-model", service_model, "--seed", seed + k,
+                                    "--log-level", log_level]))
+    for p in procs:
+        p.wait_line(r"^netstor-server \d+ listening on", timeout=30)
+    return procs
+
+
+def load_argv(rack, setup, scheme, *, rate, duration, seed, out, timeout=1.0, samples=True,
+              keys=1000):
+    """The ``netstor-load`` command of one client for ``scheme``."""
+    argv = [sys.executable, "-m", "netstor.agent.load", "--mode", "open", "--rate", rate,
+            "--duration", duration, "--keys", keys, "--zipf", 0.99, "--seed", seed,
+            "--timeout", timeout, "--out", out, "--quiet", "--scheme", scheme]
+    if scheme == "netclone":
+        argv += ["--target", f"{setup.vip}:{setup.port}", "--groups", setup.groups_arg]
+    else:
+        argv += ["--target", ",".join(f"{h.ip}:{STORAGE_PORT}" for h in rack.servers)]
+        if scheme in ("single", "clone"):
+            argv += ["--pairs", setup.pairs_arg]
+    if samples:
+        argv.append("--samples")
+    return argv
+
+
+def run_clients(rack, setup, scheme, tmp, *, rate, duration, seed=1, tag="", timeout=1.0,
+                samples=True):
+    """Run ``netstor-load`` on every client at once; returns ``{client: result}``."""
+    tmp = Path(tmp)
+    procs, outs = {}, {}
+    for i, h in enumerate(rack.clients):
+        outs[h.name] = tmp / f"{tag}{scheme}-{h.name}.json"
+        procs[h.name] = rack.spawn(h, load_argv(rack, setup, scheme, rate=rate,
+                                                duration=duration, seed=seed + i,
+                                                out=outs[h.name], timeout=timeout,
+                                                samples=samples))
+    res = {}
+    for name, p in procs.items():
+        rc = p.wait(timeout=duration + 60)
+        if rc != 0:
+            raise RuntimeError(f"netstor-load {scheme} on {name} failed ({rc}):\n{p.output()}")
+        res[name] = json.loads(outs[name].read_text())
+    return res
+
+
+def summarize(scheme, results, switch, servers, duration, rate_total):
+    """One row: offered/achieved rate, exact percentiles over all clients, clone counts,
+    switch frame rate, server-side counters."""
+    lat = sorted(x for r in results.values() for x in (r.get("samples_us") or []))
+    sent = sum(r["sent"] for r in results.values())
+    replies = sum(r["replies"] for r in results.values())
+    ports = switch.get("ports") or {}
+    frames_in = sum(v["rx_frames"] for v in ports.values())
+    row = {
+        "scheme": scheme,
+        "offered_rps": rate_total,
+        "sent": sent,
+        "replies": replies,
+        "timeouts": sum(r["timeouts"] for r in results.values()),
+        "errors": sum(sum((r["errors"] or {}).values()) for r in results.values()),
+        "achieved_rps": round(sum(r["rps"] for r in results.values()), 1),
+        "p50_us": pct(lat, 50), "p99_us": pct(lat, 99), "p999_us": pct(lat, 99.9),
+        "mean_us": round(sum(lat) / len(lat), 1) if lat else None,
+        "duplicates_at_client": sum(r["engine"].get("duplicates", 0) for r in results.values()),
+        "switch_frames_in": frames_in,
+        "switch_fps": round(frames_in / duration, 1),
+        "switch_drops": switch.get("drops", 0),
+        "servers": servers,
+    }
+    served = sum(s["served"] for s in servers.values())
+    row["server_requests_served"] = served
+    row["clones_dropped_at_servers"] = sum(s["clones_dropped"] for s in servers.values())
+    if scheme == "netclone":
+        row["cloned_replies"] = sum((r.get("netclone") or {}).get("cloned_replies", 0)
+                                    for r in results.values())
+        row["cloned_fraction"] = round(row["cloned_replies"] / max(1, replies), 3)
+        # cloned at the switch: frames out to the servers beyond the requests that came in
+        p0, p1 = ports.get("0", {}), ports.get("1", {})
+        row["switch_clones"] = p1.get("tx_frames", 0) - p0.get("rx_frames", 0)
+        row["switch_filtered"] = p1.get("rx_frames", 0) - p0.get("tx_frames", 0)
+    # server utilisation from the reported service times (one worker each)
+    svc_us = sum(v["replies"] * v["service_us_mean"] for r in results.values()
+                 for v in (r.get("by_server") or {}).values())
+    row["util_answered"] = round(svc_us / 1e6 / duration / max(1, len(servers)), 3)
+    return row
+
+
+def _server_counts(procs):
+    out = {}
+    for k, p in enumerate(procs):
+        m = None
+        for line in p.output().splitlines():
+            m = _STOPPED.search(line) or m
+        out[str(k + 1)] = ({"served": int(m[1]), "busy": int(m[2]), "nc_received": int(m[3]),
+                            "clones_dropped": int(m[4])} if m else
+                           {"served": 0, "busy": 0, "nc_received": 0, "clones_dropped": 0})
+    return out
+
+
+def run_scheme(rack, setup, scheme, tmp, *, service_model, rate, duration, seed=1, tag="",
+               warmup=0.0):
+    """One run: fresh switch (NetClone config) and servers, every client at ``rate``;
+    returns the summary row (the raw client results under ``clients``)."""
+    tmp = Path(tmp)
+    stats = tmp / f"{tag}{scheme}-switch.json"
+    start_switch(rack, setup.config, tmp, stats_json=stats, log=tmp / f"{tag}{scheme}-sw.log")
+    procs = start_servers(rack, setup, tmp, service_model, seed=seed * 100, tag=tag + scheme)
+    try:
+        res = run_clients(rack, setup, scheme, tmp, rate=rate, duration=duration, seed=seed,
+                          tag=tag)
+    finally:
+        for p in procs:
+            p.stop()
+            if p in rack.procs:
+                rack.procs.remove(p)
+        rack.stop_switch()
+        if rack.switch in rack.procs:
+            rack.procs.remove(rack.switch)
+    switch = json.loads(stats.read_text())
+    row = summarize(scheme, res, switch, _server_counts(procs), duration,
+                    rate * len(rack.clients))
+    row["switch"] = {k: switch.get(k) for k in ("ports", "drops", "tx_errors", "elapsed_s")}
+    row["switch"]["dataplane"] = {k: v for k, v in (switch.get("dataplane") or {}).items()
+                                  if v}
+    return row
+
+
+def run_compare(*, clients=2, servers=4, rate=100.0, duration=12.0, dists=None,
+                schemes=SCHEMES, out=None, log=None, seed=1):
+    """The whole comparison; returns the JSON-able result (and writes it to ``out``)."""
+    from netstor.testbed import netns
+    from netstor.testbed.rack import Rack
+    log = log or sys.stdout
+    dists = dists or DISTRIBUTIONS
+    t0 = time.monotonic()
+    netns.cleanup_stale()
+    result = {"setup": {"clients": clients, "servers": servers, "workers_per_server": 1,
+                        "rate_per_client": rate, "offered_rps": rate * clients,
+                        "duration_s": duration, "distributions": dict(dists),
+                        "groups": "every ordered pair of servers",
+                        "switch": "golden model (python), NetClone policy random",
+                        "latency": "client send to first reply, exact nearest-rank "
+                                   "percentiles over both clients"},
+              "runs": {}}
+    with tempfile.TemporaryDirectory(prefix="netstor-nc-") as tmp, \
+            Rack(clients, servers, workdir=tmp) as rack:
+        setup = netclone_config(rack.hosts, rack.servers)
+        print(f"rack {rack.prefix}: {clients} clients, {servers} servers (1 worker each), "
+              f"{len(setup.groups)} groups; {rate * clients:g} req/s offered, {duration:g} s "
+              "per run", file=log, flush=True)
+        for dname, spec in dists.items():
+            rows = []
+            for scheme in schemes:
+                row = run_scheme(rack, setup, scheme, tmp, service_model=spec, rate=rate,
+                                 duration=duration, seed=seed, tag=dname + "-")
+                rows.append(row)
+                print(f"  {dname:<8}{format_row(row)}", file=log, flush=True)
+            result["runs"][dname] = rows
+    result["wall_s"] = round(time.monotonic() - t0, 1)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(result, indent=1))
+    return result
+
+
+HEAD = (f"{'scheme':<10}{'offered':>8}{'achieved':>9}{'p50 us':>9}{'p99 us':>9}"
+        f"{'p99.9 us':>10}{'timeouts':>9}{'cloned':>8}{'util':>6}{'sw fps':>8}")
+
+
+def _f(v, spec=".0f"):
+    return "-" if v is None else format(v, spec)
+
+
+def format_row(r):
+    cl = r.get("cloned_fraction")
+    if cl is None and r["scheme"] == "clone":
+        cl = 1.0
+    return (f"{r['scheme']:<10}{r['offered_rps']:>8.0f}{r['achieved_rps']:>9.1f}"
+            f"{_f(r['p50_us']):>9}{_f(r['p99_us']):>9}{_f(r['p999_us']):>10}"
+            f"{r['timeouts']:>9}{_f(cl, '.0%') if cl is not None else '-':>8}"
+            f"{r['util_answered']:>6.2f}{r['switch_fps']:>8.0f}")
+
+
+def format_table(result):
+    lines = []
+    for dname, rows in result["runs"].items():
+        lines.append(f"{dname} ({result['setup']['distributions'][dname]}):")
+        lines.append("  " + HEAD)
+        for r in rows:
+            lines.append("  " + format_row(r))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m netstor.netclone.compare",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="build/bench/netclone.json")
+    ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--servers", type=int, default=4)
+    ap.add_argument("--rate", type=float, default=100.0, help="req/s per client")
+    ap.add_argument("--duration", type=float, default=12.0, help="seconds per run")
+    ap.add_argument("--dist", action="append", metavar="NAME=SPEC",
+                   help="service-time model(s) (default exp=exp:2000 and "
+                        "bimodal=bimodal:0.1:1000:10000)")
+    ap.add_argument("--scheme", action="append", choices=SCHEMES)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args(argv)
+    from netstor.testbed import netns
+    try:
+        netns.check_prereqs()
+    except netns.NetnsError as e:
+        print(f"netclone compare: {e}", file=sys.stderr)
+        return 2
+    dists = dict(d.split("=", 1) for d in a.dist) if a.dist else None
+    try:
+        res = run_compare(clients=a.clients, servers=a.servers, rate=a.rate,
+                          duration=a.duration, dists=dists, schemes=a.scheme or SCHEMES,
+                          out=a.out, seed=a.seed)
+    except KeyboardInterrupt:
+        print("netclone compare: interrupted; rack torn down", file=sys.stderr)
+        return 130
+    print(format_table(res))
+    print(f"written {a.out} ({res['wall_s']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
