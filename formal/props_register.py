@@ -13,6 +13,12 @@ Variants (``RegisterProps(variant, ...)``):
 * ``"add"``: ``bank[i] += 1``, result = new value;
 * ``"cas"``: compare-and-swap: if ``bank[i] == expect`` then ``bank[i] = value``;
   result = old value (a conditional write: ``write`` depends on ``Old``).
+* ``"filter"``: NetClone's response filter (``netstor.programs.netclone.filter_update`` and
+  ``filter_drops``, the expressions the program uses): a reply with sequence number ``a``
+  clears a slot holding ``a`` and is dropped, else records ``a`` and passes. Extra property:
+  for a free sequence number ``S`` (constant over the trace, not 0, never written by the
+  host), drops of ``S`` never exceed passes of ``S`` (at most one reply dropped per recorded
+  reply), with the inductive strengthening drops + slots holding ``S`` <= passes.
 
 Abstract model (kept in the harness, written from the spec, not from the expression the
 gateware uses): an array ``shadow`` updated at the element's *input*, one packet per cycle,
@@ -63,6 +69,10 @@ def make_program(variant, width, depth, index_width):
     elif variant == "cas":
         op = RegisterOp("op", bank, index=idx, update=lambda old: b,
                         write=(Old(width) == a), result=res, returns="old", when=en)
+    elif variant == "filter":
+        from netstor.programs.netclone import filter_update
+        op = RegisterOp("op", bank, index=idx, update=lambda old: filter_update(old, a),
+                        result=res, returns="old", when=en)
     else:
         raise ValueError(variant)
     prog.add(op)
@@ -78,6 +88,7 @@ class RegisterProps(wiring.Component):
             "valid": In(1), "idx": In(index_width), "a": In(width), "b": In(width),
             "en": In(1), "res_in": In(width),
             "h_start": In(1), "h_we": In(1), "h_addr": In(self.ab), "h_wdata": In(width),
+            "s": In(width),
         })
 
     def elaborate(self, platform):
@@ -140,6 +151,8 @@ class RegisterProps(wiring.Component):
         new, writes, result = Signal(w), Signal(), Signal(w)
         if self.variant == "add":
             m.d.comb += [new.eq(old + 1), writes.eq(1), result.eq(new)]
+        elif self.variant == "filter":
+            m.d.comb += [new.eq(Mux(old == self.a, 0, self.a)), writes.eq(1), result.eq(old)]
         else:
             m.d.comb += [new.eq(self.b), writes.eq(old == self.a), result.eq(old)]
         for j in range(depth):
@@ -173,6 +186,30 @@ class RegisterProps(wiring.Component):
             m.d.comb += Assert(cells[j] == mshadow[j])
         m.d.comb += Assert(~(port.ack & ~port.we) | (port.rdata == rd_exp))
 
+        if self.variant == "filter":
+            from netstor.programs.netclone import filter_drops
+            S = self.s
+            s_prev = Signal(w)
+            m.d.sync += s_prev.eq(S)
+            m.d.comb += [Assume(~started | (S == s_prev)), Assume(S != 0),
+                         Assume(~(port.req & port.we) | (port.wdata != S))]
+            passes, drops = Signal(3), Signal(3)
+            is_s = act & (self.a == S)
+            # the drop decision as the program takes it, on the element's result (two cycles
+            # later in the gateware; here on the model's old value at the input)
+            drop = Signal()
+            m.d.comb += drop.eq(filter_drops(old, self.a))
+            with m.If(is_s & drop):
+                m.d.sync += drops.eq(drops + 1)
+            with m.If(is_s & ~drop):
+                m.d.sync += passes.eq(passes + 1)
+            m.d.comb += Assume(passes < 6)
+            held = sum(Mux(shadow[j] == S, 1, 0) for j in range(depth))
+            m.d.comb += [Assert(drops <= passes), Assert(drops + held <= passes)]
+            self.cover_drop = Signal()
+            m.d.comb += self.cover_drop.eq(started & is_s & drop & (passes == 2))
+            m.d.comb += Cover(self.cover_drop)
+
         # ---- covers ------------------------------------------------------------------------
         act_d = Signal()
         idx_d = Signal(self.index_width)
@@ -183,6 +220,10 @@ class RegisterProps(wiring.Component):
         self.cover_b2b = Signal()
         if self.variant == "add":
             m.d.comb += self.cover_b2b.eq(same & (result == res_d + 1))
+        elif self.variant == "filter":
+            # the second reply of a pair, right behind the first, is dropped
+            m.d.comb += self.cover_b2b.eq(same & (old == self.a) & (res_d != self.a)
+                                          & (self.a != 0))
         else:
             # second CAS succeeds on the value the first one wrote
             m.d.comb += self.cover_b2b.eq(same & wr_d & writes & (old == b_d)

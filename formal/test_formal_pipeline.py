@@ -4,6 +4,7 @@
 | --- | --- | --- |
 | reg_add | k-induction, k=6 | RegisterOp ``bank[i] += 1`` (result new) vs an abstract array: results, memory, host r/w (width 4, depth 4, index 3 bits) |
 | reg_cas | k-induction, k=6 | RegisterOp compare-and-swap, conditional write (result old) (width 4, depth 3, index 3 bits) |
+| reg_filter | k-induction, k=6 | NetClone's response filter (the program's update/drop expressions): RegisterOp vs abstract array, and drops of any sequence number S never exceed its passes (width 4, depth 3, index 3 bits) |
 | reg_*_cover | cover, 8 | back-to-back same-index packets, host write between two packets to one index, host read |
 | tm / tm_g3_r7 | k-induction, k=6 | TrafficManager copies, rids, counters, conservation, recirc bound (4 outputs, rid 16; 4 groups, max_recirc 2 / 3 groups (not a power of 2), max_recirc 7) |
 | tm_equiv[_g3_r7] | k-induction, k=6 | TrafficManager + copy registers == the pre-refactor inline TM logic of Datapath._build (same parameters as tm / tm_g3_r7) |
@@ -33,6 +34,10 @@ from props_tm_equiv import TmEquivProps                     # noqa: E402
 JOBS = {
     "reg_add": (lambda: RegisterProps("add", width=4, depth=4, index_width=3), "prove", 6, None),
     "reg_cas": (lambda: RegisterProps("cas", width=4, depth=3, index_width=3), "prove", 6, None),
+    "reg_filter": (lambda: RegisterProps("filter", width=4, depth=3, index_width=3),
+                   "prove", 6, None),
+    "reg_filter_cover": (lambda: RegisterProps("filter", width=4, depth=3, index_width=3),
+                         "cover", 10, None),
     "reg_add_cover": (lambda: RegisterProps("add", width=4, depth=4, index_width=3),
                       "cover", 8, None),
     "reg_cas_cover": (lambda: RegisterProps("cas", width=4, depth=3, index_width=3),

@@ -38,7 +38,8 @@ Per reply: both state copies get ``load[server_id] = load``. A reply of a cloned
 (``clone != 0``) checks filter bank ``nc.filter`` at ``fidx``: if it holds ``seq``, this is the
 slower response: it is dropped (counted in bank ``nc.filtered``, cell 0) and the slot cleared;
 otherwise the reply records ``seq`` there and passes (a slot whose partner never arrived is
-simply overwritten by a later request). Replies are then routed by ``l3.routes`` like any IPv4
+simply overwritten by a later request; ``seq`` 0, reached only when the counter wraps, is never
+filtered). Replies are then routed by ``l3.routes`` like any IPv4
 packet (the L3 program routes NetClone packets too).
 """
 from netstor.lang import Program, Action, Set, Table, Compute, Hash, RegisterOp, Mux, Const, F
@@ -51,6 +52,20 @@ HEADER = [("op", 8), ("clone", 8), ("group", 16), ("seq", 32), ("server_id", 16)
           ("fidx", 16), ("rsvd", 16)]
 SERVERS = 64             # server ids 0..63
 FILTER_SLOTS = 4096
+
+
+def filter_update(old, seq):
+    """The response filter's cell update: a reply finding its own ``seq`` clears the slot,
+    any other reply records its ``seq`` (formal/props_register.py proves the filter drops at
+    most one reply per recorded sequence number with this very expression)."""
+    return Mux(old == seq, Const(0, old.width), seq)
+
+
+def filter_drops(old, seq):
+    """The reply is the slower one of its pair: its slot held its ``seq`` (0 is never a
+    recorded sequence number: a reply with seq 0, which only exists after the 32-bit counter
+    wraps, always passes)."""
+    return (old == seq) & (seq != 0)
 
 
 def make_netclone(n_ports=2):
@@ -116,10 +131,9 @@ def make_netclone(n_ports=2):
     # response filter
     cloned_rep = rep & (h["clone"] != CLONE_NONE)
     p.add(RegisterOp("filter", p.bank("filter", width=32, depth=FILTER_SLOTS),
-                     index=h["fidx"][0:12],
-                     update=lambda old: Mux(old == h["seq"], Const(0, 32), h["seq"]),
+                     index=h["fidx"][0:12], update=lambda old: filter_update(old, h["seq"]),
                      result=fold, returns="old", when=cloned_rep))
-    slower = cloned_rep & (fold == h["seq"])
+    slower = cloned_rep & filter_drops(fold, h["seq"])
     p.add(Compute("drop_slower", [Set(F.meta.drop, 1)], when=slower))
     p.add(RegisterOp.add("count_filtered", p.bank("filtered", width=32, depth=1), 0, 1,
                          when=slower))
