@@ -16,11 +16,13 @@ Durability: every PUT/DEL is its own LMDB write transaction, committed (and, unl
 NetClone (``--netclone-port``, default 7431, 0 = off): a second UDP socket takes NetClone
 requests (the 16-byte header of :mod:`netstor.netclone.header`, then a storage request) and
 answers with the NetClone reply header (op REPLY; clone, group, seq and fidx echoed;
-``server_id`` this server's; ``load`` = requests queued or in service once this reply is sent,
-so 0 means idle, which is what the switch reads) followed by the storage reply, sent back to
-the request's source address. A request marked ``CLONE_COPY`` that arrives while the server is
-busy (no free worker: it would have to wait) is dropped and counted (``clones_dropped``), as
-in the paper: the original copy is served anyway. If the default NetClone port is taken the
+``server_id`` this server's; ``load`` = the queue length once this reply is sent: requests
+that a new request would have to wait behind, ``max(0, pending - workers + 1)`` with
+``pending`` the requests queued or in service; with one worker simply ``pending``. So 0 means
+"a new request starts at once", which is what the switch reads as idle) followed by the
+storage reply, sent back to the request's source address. A request marked ``CLONE_COPY``
+that arrives while the server is busy (no free worker: it would have to wait) is dropped and
+counted (``clones_dropped``), as in the paper: the original copy is served anyway. If the default NetClone port is taken the
 server runs without it (warning); an explicit ``--netclone-port`` that cannot be bound is an
 error.
 
@@ -72,7 +74,8 @@ class Server:
     storage_errors + bad_request + dropped. NetClone: ``nc_received`` (datagrams on the
     NetClone socket, also in ``received``), ``nc_replies``, ``clones_dropped`` (clone copies
     dropped because the server was busy), ``nc_dropped`` (not a NetClone request; also in
-    ``dropped``).
+    ``dropped``). ``service_ns``: the workers' total service time (LMDB work and the
+    modelled delay, clones included).
 
     ``netclone_port``: None (default) = no NetClone socket; 0 = any free port; else that
     port (``nc_address`` is the bound address).
@@ -113,7 +116,7 @@ class Server:
         self._c = dict(received=0, served=0, ok=0, not_found=0, busy=0, bad_request=0,
                        dropped=0, storage_errors=0, send_errors=0, heartbeats_sent=0,
                        heartbeat_failures=0, nc_received=0, nc_replies=0, clones_dropped=0,
-                       nc_dropped=0)
+                       nc_dropped=0, service_ns=0)
         self._by_op = {"GET": 0, "PUT": 0, "DEL": 0}
 
     # -- life cycle --------------------------------------------------------------------------
@@ -253,7 +256,8 @@ class Server:
                 self.sock.sendto(h.pack(), addr)
             else:
                 with self._lock:
-                    load = self._pending - (1 if queued else 0)     # without this request
+                    # the queue a new request would wait in, without this request
+                    load = self._pending - (1 if queued else 0) - self.workers + 1
                     self._c["nc_replies"] += 1
                 self.nc_sock.sendto(nc.reply(self.server_id, load).pack() + h.pack(), addr)
         except (OSError, ValueError) as e:
@@ -381,6 +385,7 @@ class Server:
                 with lock:
                     ql = self._pending
                     c["served"] += 1
+                    c["service_ns"] += service
                     c[{Status.OK: "ok", Status.NOT_FOUND: "not_found"}.get(
                         status, "storage_errors")] += 1
                     self._by_op[Op.NAMES[h.op]] += 1
@@ -528,9 +533,9 @@ def main(argv=None):
         srv.stop()
         s = srv.stats()
         log.info("stopped: served %d, busy %d, bad_request %d, dropped %d, storage errors %d, "
-                 "netclone received %d, clones dropped %d",
+                 "netclone received %d, clones dropped %d, service time %.3f s",
                  s["served"], s["busy"], s["bad_request"], s["dropped"], s["storage_errors"],
-                 s["nc_received"], s["clones_dropped"])
+                 s["nc_received"], s["clones_dropped"], s["service_ns"] / 1e9)
     return 0
 
 

@@ -52,9 +52,9 @@ __all__ = ["run_scheme", "run_compare", "format_table", "DISTRIBUTIONS", "SCHEME
 
 STORAGE_PORT = 7430
 SCHEMES = ("single", "clone", "netclone")
-DISTRIBUTIONS = {"exp": "exp:2000", "bimodal": "bimodal:0.1:1000:10000"}
+DISTRIBUTIONS = {"exp": "exp:10000", "bimodal": "bimodal:0.1:5000:50000"}
 _STOPPED = re.compile(r"stopped: served (\d+), busy (\d+).*netclone received (\d+), "
-                      r"clones dropped (\d+)")
+                      r"clones dropped (\d+), service time ([\d.]+) s")
 
 
 def pct(sorted_vals, p):
@@ -121,7 +121,7 @@ def run_clients(rack, setup, scheme, tmp, *, rate, duration, seed=1, tag="", tim
     return res
 
 
-def summarize(scheme, results, switch, servers, duration, rate_total):
+def summarize(scheme, results, switch, servers, duration, rate_total, workers=1):
     """One row: offered/achieved rate, exact percentiles over all clients, clone counts,
     switch frame rate, server-side counters."""
     lat = sorted(x for r in results.values() for x in (r.get("samples_us") or []))
@@ -156,10 +156,10 @@ def summarize(scheme, results, switch, servers, duration, rate_total):
         p0, p1 = ports.get("0", {}), ports.get("1", {})
         row["switch_clones"] = p1.get("tx_frames", 0) - p0.get("rx_frames", 0)
         row["switch_filtered"] = p1.get("rx_frames", 0) - p0.get("tx_frames", 0)
-    # server utilisation from the reported service times (one worker each)
-    svc_us = sum(v["replies"] * v["service_us_mean"] for r in results.values()
-                 for v in (r.get("by_server") or {}).values())
-    row["util_answered"] = round(svc_us / 1e6 / duration / max(1, len(servers)), 3)
+    # server utilisation: the workers' total service time (clones included) over the run
+    # (one worker per server)
+    row["util"] = round(sum(s["service_s"] for s in servers.values()) / duration
+                        / max(1, len(servers)) / workers, 3)
     return row
 
 
@@ -170,19 +170,21 @@ def _server_counts(procs):
         for line in p.output().splitlines():
             m = _STOPPED.search(line) or m
         out[str(k + 1)] = ({"served": int(m[1]), "busy": int(m[2]), "nc_received": int(m[3]),
-                            "clones_dropped": int(m[4])} if m else
-                           {"served": 0, "busy": 0, "nc_received": 0, "clones_dropped": 0})
+                            "clones_dropped": int(m[4]), "service_s": float(m[5])} if m else
+                           {"served": 0, "busy": 0, "nc_received": 0, "clones_dropped": 0,
+                            "service_s": 0.0})
     return out
 
 
 def run_scheme(rack, setup, scheme, tmp, *, service_model, rate, duration, seed=1, tag="",
-               warmup=0.0):
+               workers=1):
     """One run: fresh switch (NetClone config) and servers, every client at ``rate``;
     returns the summary row (the raw client results under ``clients``)."""
     tmp = Path(tmp)
     stats = tmp / f"{tag}{scheme}-switch.json"
     start_switch(rack, setup.config, tmp, stats_json=stats, log=tmp / f"{tag}{scheme}-sw.log")
-    procs = start_servers(rack, setup, tmp, service_model, seed=seed * 100, tag=tag + scheme)
+    procs = start_servers(rack, setup, tmp, service_model, seed=seed * 100, tag=tag + scheme,
+                          workers=workers)
     try:
         res = run_clients(rack, setup, scheme, tmp, rate=rate, duration=duration, seed=seed,
                           tag=tag)
@@ -196,15 +198,15 @@ def run_scheme(rack, setup, scheme, tmp, *, service_model, rate, duration, seed=
             rack.procs.remove(rack.switch)
     switch = json.loads(stats.read_text())
     row = summarize(scheme, res, switch, _server_counts(procs), duration,
-                    rate * len(rack.clients))
+                    rate * len(rack.clients), workers)
     row["switch"] = {k: switch.get(k) for k in ("ports", "drops", "tx_errors", "elapsed_s")}
     row["switch"]["dataplane"] = {k: v for k, v in (switch.get("dataplane") or {}).items()
                                   if v}
     return row
 
 
-def run_compare(*, clients=2, servers=4, rate=100.0, duration=12.0, dists=None,
-                schemes=SCHEMES, out=None, log=None, seed=1):
+def run_compare(*, clients=2, servers=4, rate=60.0, duration=12.0, dists=None,
+                schemes=SCHEMES, out=None, log=None, seed=1, workers=1):
     """The whole comparison; returns the JSON-able result (and writes it to ``out``)."""
     from netstor.testbed import netns
     from netstor.testbed.rack import Rack
@@ -212,7 +214,7 @@ def run_compare(*, clients=2, servers=4, rate=100.0, duration=12.0, dists=None,
     dists = dists or DISTRIBUTIONS
     t0 = time.monotonic()
     netns.cleanup_stale()
-    result = {"setup": {"clients": clients, "servers": servers, "workers_per_server": 1,
+    result = {"setup": {"clients": clients, "servers": servers, "workers_per_server": workers,
                         "rate_per_client": rate, "offered_rps": rate * clients,
                         "duration_s": duration, "distributions": dict(dists),
                         "groups": "every ordered pair of servers",
@@ -223,14 +225,16 @@ def run_compare(*, clients=2, servers=4, rate=100.0, duration=12.0, dists=None,
     with tempfile.TemporaryDirectory(prefix="netstor-nc-") as tmp, \
             Rack(clients, servers, workdir=tmp) as rack:
         setup = netclone_config(rack.hosts, rack.servers)
-        print(f"rack {rack.prefix}: {clients} clients, {servers} servers (1 worker each), "
+        print(f"rack {rack.prefix}: {clients} clients, {servers} servers ({workers} worker(s) "
+              "each), "
               f"{len(setup.groups)} groups; {rate * clients:g} req/s offered, {duration:g} s "
               "per run", file=log, flush=True)
         for dname, spec in dists.items():
             rows = []
             for scheme in schemes:
                 row = run_scheme(rack, setup, scheme, tmp, service_model=spec, rate=rate,
-                                 duration=duration, seed=seed, tag=dname + "-")
+                                 duration=duration, seed=seed, tag=dname + "-",
+                                 workers=workers)
                 rows.append(row)
                 print(f"  {dname:<8}{format_row(row)}", file=log, flush=True)
             result["runs"][dname] = rows
@@ -256,7 +260,7 @@ def format_row(r):
     return (f"{r['scheme']:<10}{r['offered_rps']:>8.0f}{r['achieved_rps']:>9.1f}"
             f"{_f(r['p50_us']):>9}{_f(r['p99_us']):>9}{_f(r['p999_us']):>10}"
             f"{r['timeouts']:>9}{_f(cl, '.0%') if cl is not None else '-':>8}"
-            f"{r['util_answered']:>6.2f}{r['switch_fps']:>8.0f}")
+            f"{r['util']:>6.2f}{r['switch_fps']:>8.0f}")
 
 
 def format_table(result):
@@ -275,13 +279,14 @@ def main(argv=None):
     ap.add_argument("--out", default="build/bench/netclone.json")
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--servers", type=int, default=4)
-    ap.add_argument("--rate", type=float, default=100.0, help="req/s per client")
+    ap.add_argument("--rate", type=float, default=60.0, help="req/s per client")
     ap.add_argument("--duration", type=float, default=12.0, help="seconds per run")
     ap.add_argument("--dist", action="append", metavar="NAME=SPEC",
                    help="service-time model(s) (default exp=exp:2000 and "
                         "bimodal=bimodal:0.1:1000:10000)")
     ap.add_argument("--scheme", action="append", choices=SCHEMES)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=1, help="worker slots per server")
     a = ap.parse_args(argv)
     from netstor.testbed import netns
     try:
@@ -293,7 +298,7 @@ def main(argv=None):
     try:
         res = run_compare(clients=a.clients, servers=a.servers, rate=a.rate,
                           duration=a.duration, dists=dists, schemes=a.scheme or SCHEMES,
-                          out=a.out, seed=a.seed)
+                          out=a.out, seed=a.seed, workers=a.workers)
     except KeyboardInterrupt:
         print("netclone compare: interrupted; rack torn down", file=sys.stderr)
         return 130

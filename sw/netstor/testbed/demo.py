@@ -155,7 +155,13 @@ def run_demo(*, servers=3, clients=2, rate=250.0, duration=5.0, write_ratio=0.1,
         switch_stats = json.loads(stats_path.read_text())
         wall = time.monotonic() - t0
         print(format_report(results, switch_stats, wall), file=out, flush=True)
-        return {"clients": results, "switch": switch_stats, "wall_s": wall}
+        res = {"clients": results, "switch": switch_stats, "wall_s": wall}
+        if dataplane == "model" and servers >= 2:     # NetClone: same servers, NC switch
+            from netstor.netclone.demo import format_line, run_netclone_step
+            res["netclone"] = run_netclone_step(rack, tmp, rate=rate,
+                                                duration=min(duration, 3.0))
+            print(format_line(res["netclone"]["summary"]), file=out, flush=True)
+        return res
 
 
 def main(argv=None):
