@@ -45,6 +45,7 @@ bench: rtl
 	$(PY) -m netstor.bench --out build/bench
 	$(PY) -m netstor.bench.hls --out build/bench
 	$(PY) -m netstor.netrs.bench --out build/bench/placement.json
+	$(PY) -m netstor.netclone.compare --out build/bench/netclone.json
 
 # the rack on one machine (needs root): storage servers and clients in network namespaces,
 # every packet through the switch (golden model); `make demo-rtl`: the cocotb core demo
