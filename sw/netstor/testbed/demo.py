@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
 import tempfile
 import time
@@ -178,6 +179,9 @@ def main(argv=None):
     ap.add_argument("--dataplane", choices=["model", "rtl"], default="model")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args(argv)
+    # Ctrl-C must tear the rack down even when this process inherited SIGINT as ignored (a
+    # parent such as a test-runner worker may ignore it; Python then installs no handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     rtl = a.dataplane == "rtl"
     try:
         netns.check_prereqs()
