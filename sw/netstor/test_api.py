@@ -354,3 +354,18 @@ def load_config_text(tmp_path, text):
     p = tmp_path / f"cfg{_n[0]}.yaml"
     p.write_text(text)
     return p
+
+
+def test_documented_configurations_apply(schema):
+    """Every YAML example in docs/host-software.md and README.md applies cleanly."""
+    import re
+    from pathlib import Path
+    import yaml
+    root = Path(__file__).resolve().parents[2]
+    blocks = []
+    for doc in ("docs/host-software.md", "README.md"):
+        blocks += re.findall(r"```yaml\n(.*?)```", (root / doc).read_text(), re.S)
+    assert len(blocks) >= 3
+    for b in blocks:
+        d = Device.open("model", schema=schema, model=DataplaneModel(default_pipeline()))
+        assert d.apply(yaml.safe_load(b))["writes"] > 0
