@@ -25,6 +25,9 @@ def generate():
     schema = d / "schema.json"
     write_if_changed(schema, json.dumps(core.schema, indent=1, sort_keys=True))
     write_if_changed(d / "netstor_core.v", core_verilog(core))
+    from netstor.build import extra_verilog
+    for name, text in extra_verilog(core).items():
+        write_if_changed(d / name, text)
     from netstor.corundum import mqnic_app_block_verilog
     write_if_changed(d / "mqnic_app_block.v", mqnic_app_block_verilog({"PORT_COUNT": core.P}))
     return core.P, d, schema
@@ -32,7 +35,7 @@ def generate():
 
 def sources(d):
     """Verilog sources of the shared build besides the generated ``tb_core.v``."""
-    return [d / "mqnic_app_block.v", d / "netstor_core.v"]
+    return [d / "mqnic_app_block.v", d / "netstor_core.v"] + sorted(d.glob("xls_*.v"))
 
 
 def run_core(test_module, testcase, extra_env=None, **kw):

@@ -4,7 +4,9 @@ Writes, only when their text changed (so downstream Verilator builds are reused)
 
 * ``netstor_core.v``: the Amaranth data plane (module ``netstor_core``);
 * ``mqnic_app_block.v``: Corundum's application block wrapper around it;
-* ``schema.json``: the host schema (registers, counters, memories, tables, programs).
+* ``schema.json``: the host schema (registers, counters, memories, tables, programs);
+* ``xls_ranking.v``: the XLS ranking core, when a program uses a ``Rank`` element (the board
+  build and the simulations take every ``.v`` file of the directory).
 """
 from __future__ import annotations
 
@@ -25,6 +27,17 @@ def core_verilog(core):
     return verilog.convert(core, name="netstor_core", emit_src=False)
 
 
+def extra_verilog(core):
+    """Verilog the core instantiates besides its own: ``{file name: text}``."""
+    from netstor.lang import Rank
+    out = {}
+    if any(isinstance(e, Rank) for e in core.pipeline.elements):
+        from netstor.hls import ranking_verilog
+        text, info = ranking_verilog()
+        out[f"{info['module']}.v"] = text
+    return out
+
+
 def write_if_changed(path: Path, text: str):
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.read_text() != text:
@@ -41,6 +54,7 @@ def generate(out: Path):
     }
     from netstor.corundum import mqnic_app_block_verilog
     files["mqnic_app_block.v"] = mqnic_app_block_verilog({"PORT_COUNT": core.P})
+    files.update(extra_verilog(core))
     changed = [n for n, t in files.items() if write_if_changed(out / n, t)]
     return core, changed
 

@@ -16,6 +16,9 @@ LPM                      vector registered; c1: priority encode, action, registe
 RegisterOp       2       c0: index -> read port (transparent for the write port);
                          c1: update(old), write, result; so packet n+1 always sees packet n's
                          write (no lost update at one access per clock)
+Rank             L + 1   the XLS ranking core (``netstor.hls.RankingCore``, L = its pipeline
+                         latency, 8 today) fed from the PHV; the PHV waits in an L-deep shift
+                         register; the results are merged and registered
 =============== ======= ==========================================================================
 
 Host access (through :class:`netstor.gateware.csr.MemoryPort`): table entries are written in one
@@ -30,7 +33,7 @@ from amaranth.hdl import Signal, Module, Cat, Const, Mux, Array
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-from netstor.lang.program import Table, RegisterOp, Hash, Compute, hash_crc32
+from netstor.lang.program import Table, RegisterOp, Hash, Compute, Rank, hash_crc32
 
 __all__ = ["HwEnv", "build_element", "crc_matrix_hw"]
 
@@ -108,7 +111,54 @@ def build_element(m, e, pipeline, valid_in, phv_in, csr, *, prefix):
         return _table(m, e, pipeline, valid_in, phv_in, csr, prefix)
     if isinstance(e, RegisterOp):
         return _register(m, e, pipeline, valid_in, phv_in, csr, prefix)
+    if isinstance(e, Rank):
+        return _rank(m, e, pipeline, valid_in, phv_in, prefix)
     raise TypeError(f"unknown element {e!r}")
+
+
+def _rank(m, e, pipeline, valid_in, phv_in, prefix):
+    from netstor.hls import RankingCore
+    core = RankingCore()
+    m.submodules[f"{prefix}_core"] = core
+    env = HwEnv(pipeline, phv_in)
+    W = e.WIDTHS
+
+    def val(x, w):
+        v = x.hw(env)
+        return v[:w] if len(v) > w else v
+
+    packed = {k: [] for k in W}
+    for i in range(e.N):
+        rep = e.replicas[i] if i < len(e.replicas) else None
+        for k, x in zip(W, rep or [Const(0, 1)] * 4):
+            packed[k].append(val(x, W[k]) if rep else Const(0, W[k]))
+    when = Signal(name=f"{prefix}_when")
+    m.d.comb += [
+        when.eq(e.when.hw(env).any()),
+        core.valid_in.eq(valid_in),
+        core.algo.eq(val(e.algo, 2)),
+        core.avail.eq(val(e.avail, 8) & ((1 << len(e.replicas)) - 1)),
+        core.n.eq(val(e.n, 8)), core.rr.eq(val(e.rr, 3)), core.rnd.eq(val(e.rnd, 16)),
+    ] + [getattr(core, k).eq(Cat(*packed[k])) for k in W]
+    # the PHV and `when` wait for the core
+    v, p, w = valid_in, phv_in, when
+    for k in range(core.latency):
+        nv, np_, nw = (Signal(name=f"{prefix}_v{k}"), _phv_signal(pipeline, f"{prefix}_p{k}"),
+                       Signal(name=f"{prefix}_w{k}"))
+        m.d.sync += [nv.eq(v), np_.eq(p), nw.eq(w)]
+        v, p, w = nv, np_, nw
+    nxt = _phv_signal(pipeline, f"{prefix}_next")
+    m.d.comb += nxt.eq(p)
+    with m.If(w):
+        outs = [(e.found, core.found), (e.index, core.index)]
+        if e.score is not None:
+            outs.append((e.score, core.score))
+        for f, sig in outs:
+            t = target(pipeline, nxt, f.name)
+            m.d.comb += t.eq(sig[:len(t)])
+    valid_out, phv_out = Signal(name=f"{prefix}_valid"), _phv_signal(pipeline, f"{prefix}_phv")
+    m.d.sync += [valid_out.eq(v), phv_out.eq(nxt)]
+    return valid_out, phv_out, core.latency + 1
 
 
 def _compute(m, e, pipeline, valid_in, phv_in, prefix):

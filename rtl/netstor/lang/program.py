@@ -34,7 +34,7 @@ import zlib
 from .expr import Expr, Const, Field, Param, Old, as_expr
 from .phv import Phv, PhvField, APP_BYTES
 
-__all__ = ["Program", "Action", "Set", "Table", "RegisterBank", "RegisterOp", "Hash",
+__all__ = ["Program", "Action", "Set", "Table", "RegisterBank", "RegisterOp", "Hash", "Rank",
            "Compute", "Pipeline", "hash_crc32", "F"]
 
 
@@ -254,6 +254,50 @@ class Hash(_Element):
     @property
     def in_width(self):
         return sum(f.width for f in self.fields)
+
+
+class Rank(_Element):
+    """Replica selection by the ranking core (``hls/ranking.x``, compiled by XLS): among up to
+    8 replicas, the best by algorithm ``algo`` (0 C3, 1 least outstanding, 2 power of two
+    choices, 3 round robin; see hls/README.md for formats and tie-breaking).
+
+    ``replicas``: up to 8 ``(q, os, t, r)`` expression tuples (EWMA queue length UQ12.4,
+    outstanding requests, service time UQ12.4, response time UQ12.4); missing replicas are
+    unavailable. ``avail`` (8 bits, bit i = replica i may be chosen), ``n`` (C3's multiplier
+    of os), ``rr`` (round-robin pointer / tie start), ``rnd`` (16 random bits for P2C) are
+    expressions. Results go to fields ``found`` (1 bit), ``index`` (3 bits) and optionally
+    ``score`` (up to 53 bits, truncated to the field); nothing is written when ``when`` is
+    false. One selection per clock; its latency is the core's pipeline depth plus one.
+    """
+    N = 8
+    WIDTHS = {"q": 16, "os": 8, "t": 16, "r": 16}
+    sets = ()
+
+    def __init__(self, name, *, algo, avail, replicas, found, index, score=None, n=1, rr=0,
+                 rnd=0, when=None):
+        super().__init__(name, when)
+        replicas = list(replicas)
+        if not 1 <= len(replicas) <= self.N:
+            raise ValueError(f"rank {name}: 1..{self.N} replicas, got {len(replicas)}")
+        self.replicas = []
+        for i, rep in enumerate(replicas):
+            if len(rep) != 4:
+                raise ValueError(f"rank {name}: replica {i} needs (q, os, t, r)")
+            self.replicas.append(tuple(as_expr(x) for x in rep))
+        self.algo, self.avail = as_expr(algo), as_expr(avail)
+        self.n, self.rr, self.rnd = as_expr(n), as_expr(rr), as_expr(rnd)
+        for f, w in ((found, 1), (index, 3)):
+            if not isinstance(f, Field) or f.width < w:
+                raise ValueError(f"rank {name}: result fields found/index need >= 1/3 bits")
+        self.found, self.index, self.score = found, index, score
+
+    def inputs(self):
+        yield from (self.algo, self.avail, self.n, self.rr, self.rnd)
+        for rep in self.replicas:
+            yield from rep
+
+    def outputs(self):
+        return [f for f in (self.found, self.index, self.score) if f is not None]
 
 
 class Compute(_Element):
@@ -495,7 +539,15 @@ class Pipeline:
                         check_ref(r, where)
                 if e.result is not None:
                     check_ref(e.result, where)
+            elif isinstance(e, Rank):
+                for x in e.inputs():
+                    for r in x.refs():
+                        check_ref(r, where)
+                for f in e.outputs():
+                    check_set(Set(f, Const(0, 1)), where)
         for e in self.egress_elements:
+            if isinstance(e, Rank):
+                raise ValueError(f"{e.qualname}: a Rank element runs in ingress only")
             for s in ([s for a in e.actions for s in a.sets] if isinstance(e, Table)
                       else e.sets):
                 if s.field.name in ("meta.egress_port", "meta.mcast_group", "meta.recirc",

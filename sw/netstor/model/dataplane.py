@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from netstor.lang import (Table, RegisterOp, Hash, Compute, PARSE_ERRORS, APP_BYTES,
+from netstor.lang import (Table, RegisterOp, Hash, Compute, Rank, PARSE_ERRORS, APP_BYTES,
                           hash_crc32)
 
 __all__ = ["DataplaneModel", "Output", "MAX_FRAME", "ones_add", "ipv4_header_checksum"]
@@ -455,6 +455,21 @@ class DataplaneModel:
         if e.result is not None:
             self._assign(phv, [(e.result.name, old if e.returns == "old" else new)])
 
+    def _run_rank(self, e, phv, env):
+        from netstor.model import ranking
+        W = e.WIDTHS
+        reps = [ranking.Replica(*[x.eval(env) & _mask(W[k]) for x, k in zip(rep, W)])
+                for rep in e.replicas]
+        reps += [ranking.Replica(0, 0, 0, 0)] * (e.N - len(reps))
+        avail = e.avail.eval(env) & _mask(len(e.replicas))
+        found, index, score = ranking.rank(e.algo.eval(env) & 3, avail, reps,
+                                           n=e.n.eval(env) & 0xFF, rr=e.rr.eval(env) & 7,
+                                           rnd=e.rnd.eval(env) & 0xFFFF)
+        out = [(e.found.name, found), (e.index.name, index)]
+        if e.score is not None:
+            out.append((e.score.name, score))
+        self._assign(phv, out)
+
     def _run(self, elements, phv):
         for e in elements:
             env = _Env(phv, self._views, f"element {e.qualname}")
@@ -473,6 +488,8 @@ class DataplaneModel:
                 self._assign(phv, [(e.dst.name, h)])
             elif isinstance(e, Compute):
                 self._assign(phv, [(s.field.name, s.value.eval(env)) for s in e.sets])
+            elif isinstance(e, Rank):
+                self._run_rank(e, phv, env)
             else:
                 raise TypeError(f"unknown element type {type(e).__name__} ({e.qualname})")
 
