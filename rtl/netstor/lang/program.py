@@ -57,6 +57,14 @@ class Set:
         return f"Set({self.field.name}, ...)"
 
 
+def action_id(table, actions, name):
+    """Id of action ``name`` in a table's ``actions`` (1..n in declaration order; 0 = none)."""
+    for i, a in enumerate(actions):
+        if a.name == name:
+            return i + 1
+    raise KeyError(f"table {table} has no action {name!r} (it has {[a.name for a in actions]})")
+
+
 class Action:
     """A named action with typed parameters. ``body(params)`` returns a list of ``Set``; it
     gets a namespace whose attributes are the parameters as ``Param`` expressions."""
@@ -163,11 +171,7 @@ class Table(_Element):
         return max(1, len(self.actions).bit_length())
 
     def action_id(self, name):
-        for i, a in enumerate(self.actions):
-            if a.name == name:
-                return i + 1
-        raise KeyError(f"table {self.qualname} has no action {name!r} "
-                       f"(it has {[a.name for a in self.actions]})")
+        return action_id(self.qualname, self.actions, name)
 
     def way_index(self, key_value, way):
         """Slot of ``key_value`` in ``way`` (exact tables)."""

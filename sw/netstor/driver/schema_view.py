@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from netstor.lang.program import Action
+from netstor.lang.program import Action, action_id
 
 __all__ = ["SchemaPipeline"]
 
@@ -43,11 +43,7 @@ class _Table:
                         for a in acts]
 
     def action_id(self, name):
-        for i, a in enumerate(self.actions):
-            if a.name == name:
-                return i + 1
-        raise KeyError(f"table {self.qualname} has no action {name!r} "
-                       f"(it has {[a.name for a in self.actions]})")
+        return action_id(self.qualname, self.actions, name)
 
 
 @dataclass(frozen=True)
