@@ -163,10 +163,7 @@ class Table:
     def _exists(self, loc):
         w = self.dev.writer
         if self.kind == "exact":
-            k = 0
-            for v, kd in zip(reversed(loc[0]), reversed(self.desc.key)):
-                k = k << kd.width | v
-            return k in w._exact[self.name]
+            return w._pack(self.desc, loc[0], "key") in w._exact[self.name]
         if self.kind == "ternary":
             return loc[0] in w._ternary[self.name]
         return any(e[:2] == tuple(loc) for e in w._lpm[self.name])
@@ -336,17 +333,11 @@ class Device:
 
     @classmethod
     def open(cls, target="model", *, schema=None, model=None, transport=None):
-        """Open ``target`` (see :func:`netstor.driver.transports.open_device`; plus
-        ``unix:PATH``, a control window served by a switch or model process). The device's
+        """Open ``target`` (see :func:`netstor.driver.transports.open_device`). The device's
         identity is checked against the schema."""
         schema = load_schema(schema)
-        if target.startswith("unix:"):
-            from netstor.driver.remote import SocketTransport
-            client = CsrClient(schema, SocketTransport(target[len("unix:"):]))
-            client.check_id(schema["app_id"])
-        else:
-            client = open_device(target, schema, model=model, transport=transport)
-        return cls(client, schema, target)
+        return cls(open_device(target, schema, model=model, transport=transport), schema,
+                   target)
 
     def close(self):
         t = getattr(self.client, "transport", None)

@@ -214,6 +214,8 @@ def open_device(target, schema, *, model=None, transport=None, expected_app_id=N
     * ``"model"``: the golden model (``model``, or a new one of the default pipeline);
     * ``"sim"``: the simulated RTL inside a cocotb test: ``transport`` is the test's
       asynchronous AXI-Lite transport, and the caller runs in a ``bridge`` thread;
+    * ``"unix:<PATH>"``: the control window a switch or model process serves
+      (:mod:`netstor.driver.remote`);
     * ``"pcie:<BDF>"``: BAR2 of that PCI function through sysfs;
     * ``"/dev/mqnicN"``: the application region of Corundum's character device;
     * any other path: a file mapped as the window (tests, captures).
@@ -232,6 +234,9 @@ def open_device(target, schema, *, model=None, transport=None, expected_app_id=N
             raise ValueError("target 'sim' needs transport= (the cocotb test's AXI-Lite "
                              "transport)")
         transport = SimTransport(transport)
+    elif target.startswith("unix:"):
+        from .remote import SocketTransport
+        transport = SocketTransport(target[len("unix:"):])
     elif target.startswith("pcie:"):
         bdf = target[len("pcie:"):]
         if bdf.count(":") == 1:
