@@ -34,6 +34,14 @@ def _tool(name):
     return found
 
 
+def elaborate_inline(dut, platform):
+    """``dut.elaborate(platform)`` for a harness that reads the DUT's internals (``_dbg``
+    signals): the component is elaborated here rather than added as a submodule, so its
+    must-use check is silenced."""
+    dut._MustUse__silence = True
+    return dut.elaborate(platform)
+
+
 def convert_harness(name, harness, top="top", platform=None):
     """Amaranth elaboratable -> ``build/formal/<name>/<top>.il`` (path returned).
 

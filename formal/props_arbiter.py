@@ -20,6 +20,7 @@ from amaranth.lib import wiring
 
 from netstor.gateware.arbiter import IngressArbiter
 from props_packet_buffer import _started, stream_assert_legal, stream_assume_legal
+from common import elaborate_inline
 
 __all__ = ["ArbiterProps"]
 
@@ -34,8 +35,7 @@ class ArbiterProps(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         dut, n = self.dut, self.n
-        dut._MustUse__silence = True   # elaborated directly below, not as a submodule
-        m.submodules.dut = dut.elaborate(platform)
+        m.submodules.dut = elaborate_inline(dut, platform)
         dbg = dut._dbg
         for k in range(n):
             wiring.connect(m, wiring.flipped(self.i[k]), dut.i[k])

@@ -23,6 +23,7 @@ from amaranth.lib.wiring import In, Out
 
 from netstor.gateware.delay import DelayLine
 from props_packet_buffer import _started
+from common import elaborate_inline
 
 __all__ = ["DelayProps"]
 
@@ -36,8 +37,7 @@ class DelayProps(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         dut, n, w = self.dut, self.cycles, self.width
-        dut._MustUse__silence = True
-        mod = dut.elaborate(platform)
+        mod = elaborate_inline(dut, platform)
         m.submodules.dut = mod
         m.d.comb += [dut.i.eq(self.i), self.o.eq(dut.o)]
         started = _started(m)

@@ -30,6 +30,7 @@ from amaranth.lib.wiring import In, Out
 
 from netstor.gateware.axis import beats_for_len
 from netstor.gateware.packet_buffer import EgressQueue, PacketBuffer
+from common import elaborate_inline
 
 __all__ = ["PacketBufferProps", "EgressQueueProps", "past", "stream_assume_legal",
            "stream_assert_legal"]
@@ -83,8 +84,7 @@ class PacketBufferProps(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         dut = self.dut
-        dut._MustUse__silence = True   # elaborated directly below, not as a submodule
-        m.submodules.dut = dut.elaborate(platform)
+        m.submodules.dut = elaborate_inline(dut, platform)
         dbg = dut._dbg
         wiring.connect(m, wiring.flipped(self.i), dut.i)
         wiring.connect(m, dut.o, wiring.flipped(self.o))
@@ -148,8 +148,7 @@ class EgressQueueProps(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         dut = self.dut
-        dut._MustUse__silence = True   # elaborated directly below, not as a submodule
-        m.submodules.dut = dut.elaborate(platform)
+        m.submodules.dut = elaborate_inline(dut, platform)
         dbg = dut._dbg
         wiring.connect(m, wiring.flipped(self.i), dut.i)
         wiring.connect(m, dut.o, wiring.flipped(self.o))

@@ -45,6 +45,7 @@ from amaranth.lib.wiring import In
 
 from netstor.gateware.traffic_manager import TrafficManager
 from props_packet_buffer import _started
+from common import elaborate_inline
 
 __all__ = ["TmProps"]
 
@@ -73,8 +74,7 @@ class TmProps(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         dut, n, G, rw = self.dut, self.n, self.G, self.rw
-        dut._MustUse__silence = True
-        mod = dut.elaborate(platform)
+        mod = elaborate_inline(dut, platform)
         m.submodules.dut = mod
         started = _started(m)
         ew = dut.entry_width

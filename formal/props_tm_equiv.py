@@ -15,6 +15,7 @@ from amaranth.lib.wiring import In
 from netstor.gateware.traffic_manager import TrafficManager
 from props_packet_buffer import _started
 from props_tm import tm_harness_ports
+from common import elaborate_inline
 
 __all__ = ["TmEquivProps"]
 
@@ -81,8 +82,7 @@ class TmEquivProps(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         dut, n, G = self.dut, self.n, self.G
-        dut._MustUse__silence = True
-        mod = dut.elaborate(platform)
+        mod = elaborate_inline(dut, platform)
         m.submodules.dut = mod
         _started(m)
         fld = {"drop": self.drop, "recirc": self.recirc, "clone": self.clone,
