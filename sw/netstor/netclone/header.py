@@ -1,6 +1,5 @@
-"""The NetClone header between UDP and the storage message (layout: the data-plane program
-``netstor.programs.netclone``; the constants are repeated here so the agents need not import
-the data-plane language, and a test checks they agree)."""
+"""The NetClone header between UDP and the storage message, for the agents (layout and
+constants: the data-plane program ``netstor.programs.netclone``)."""
 from __future__ import annotations
 
 import struct
@@ -10,11 +9,9 @@ __all__ = ["NETCLONE_UDP_PORT", "OP_REQ", "OP_REPLY", "CLONE_NONE", "CLONE_ORIGI
            "CLONE_COPY", "POLICY_RANDOM", "POLICY_LEAST_LOADED", "NC_LEN", "NcHeader",
            "split"]
 
-NETCLONE_UDP_PORT = 7431
-OP_REQ, OP_REPLY = 1, 2
-CLONE_NONE, CLONE_ORIGINAL, CLONE_COPY = 0, 1, 2
-POLICY_RANDOM, POLICY_LEAST_LOADED = 0, 1
-SERVERS = 64
+from netstor.programs.netclone import (NETCLONE_UDP_PORT, OP_REQ, OP_REPLY, CLONE_NONE,  # noqa: F401
+                                       CLONE_ORIGINAL, CLONE_COPY, POLICY_RANDOM,
+                                       POLICY_LEAST_LOADED, SERVERS)
 _FMT = struct.Struct("!BBHIHHHH")
 NC_LEN = _FMT.size          # 16
 
