@@ -217,6 +217,9 @@ class _BinOp(Expr):
             r = a ^ b
         return _fit(r, w)
 
+    def __repr__(self):
+        return f"({self.a!r} {self.op} {self.b!r})"
+
     def refs(self):
         yield from self.a.refs()
         yield from self.b.refs()
@@ -238,6 +241,9 @@ class _CmpOp(Expr):
         return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b,
                 ">": a > b, ">=": a >= b}[self.op]
 
+    def __repr__(self):
+        return f"({self.a!r} {self.op} {self.b!r})"
+
     def refs(self):
         yield from self.a.refs()
         yield from self.b.refs()
@@ -252,6 +258,9 @@ class _Invert(Expr):
 
     def hw(self, env):
         return ~_fit(self.a.hw(env), self.width)
+
+    def __repr__(self):
+        return f"~{self.a!r}"
 
     def refs(self):
         yield from self.a.refs()
@@ -272,6 +281,9 @@ class _Shift(Expr):
         r = v.shift_left(self.n) if self.op == "<<" else v.shift_right(self.n)
         return _fit(r, self.width)
 
+    def __repr__(self):
+        return f"({self.a!r} {self.op} {self.n})"
+
     def refs(self):
         yield from self.a.refs()
 
@@ -285,6 +297,9 @@ class _Slice(Expr):
 
     def hw(self, env):
         return _fit(self.a.hw(env), self.a.width)[self.lo:self.hi]
+
+    def __repr__(self):
+        return f"{self.a!r}[{self.lo}:{self.hi}]"
 
     def refs(self):
         yield from self.a.refs()
@@ -308,6 +323,9 @@ class _Cat(Expr):
         from amaranth.hdl import Cat as HCat
         return HCat(*[_fit(p.hw(env), p.width) for p in self.parts])
 
+    def __repr__(self):
+        return "Cat(" + ", ".join(map(repr, self.parts)) + ")"
+
     def refs(self):
         for p in self.parts:
             yield from p.refs()
@@ -325,6 +343,9 @@ class _Mux(Expr):
         from amaranth.hdl import Mux as HMux
         return HMux(self.c.hw(env).any(), _fit(self.a.hw(env), self.width),
                     _fit(self.b.hw(env), self.width))
+
+    def __repr__(self):
+        return f"Mux({self.c!r}, {self.a!r}, {self.b!r})"
 
     def refs(self):
         yield from self.c.refs()
