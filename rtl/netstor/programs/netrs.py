@@ -23,7 +23,8 @@ with ``MF = f(M_RESP)``, a DRS request with ``f(M_DRS)``; servers answer with ``
 Per request, first pass: ``rs.tgroups`` (LPM on the client address) gives the traffic group
 and the RSNode ID (``rsnode(rid, tg)``; rid ``0xFFFF`` = DRS: the request is relabelled
 ``f(M_DRS)`` and goes where the client sent it, its backup replica); ``rs.local`` (exact on
-RID) says whether this device is that RSNode; ``rs.rgroups`` (exact on the group) gives up to
+RID) says whether this device is that RSNode; if not, ``rs.forward`` (exact on RID ->
+``forward(port, dmac, smac)``) sends the request on towards it unchanged (miss: dropped); ``rs.rgroups`` (exact on the group) gives up to
 8 server ids, the mask of the slots in use, the algorithm and C3's n; the state of the 8 candidates is read from 8 copies
 of the per-server state (banks ``rs.st0..7``, one per candidate slot, cell = q | os | t | r:
 UQ12.4 EWMA queue length, outstanding requests, UQ12.4 EWMA service and response time in us);
@@ -148,8 +149,16 @@ def make_netrs(n_ports=2):
         Set(F.meta.drop, ~found)], when=select))
     p.add(RegisterOp.add("count_noreplica", p.bank("noreplica", width=32, depth=1), 0, 1,
                          when=select & ~found))
+    # a request whose RSNode is another device goes towards it (the paper's RID forwarding)
+    fwd_hit = p.meta("fwd", 1)
+    forward = Action("forward", {"port": 4, "dmac": 48, "smac": 48}, lambda a: [
+        Set(fwd_hit, 1), Set(F.eth.dst, a.dmac), Set(F.eth.src, a.smac),
+        Set(F.meta.egress_port, a.port)])
+    p.add(Table("forward", kind="exact", key=[h["rid"]], size=16, ways=2, actions=[forward],
+                when=(kind == 1) & first & ~local & (h["rid"] != DRS_RID)))
     p.add(Compute("unrouted", [Set(F.meta.drop, 1)],
-                  when=(kind == 1) & first & ~(local & ghit) & (h["rid"] != DRS_RID)))
+                  when=(kind == 1) & first & ((local & ~ghit) | (~local & ~fwd_hit))
+                  & (h["rid"] != DRS_RID)))
 
     # second pass: to the chosen server
     server = Action("server", {"ip": 32, "mac": 48, "smac": 48, "port": 4}, lambda a: [

@@ -152,6 +152,24 @@ def test_availability_lor_and_no_replica(rs):
     assert rs.process(request(99), 0) == []
 
 
+def test_requests_for_another_rsnode_are_forwarded_towards_it(rs):
+    w = TableWriter(rs.pipeline)
+    for o in (w.lpm_add("rs.tgroups", ip("10.77.0.20"), 32, "rsnode", {"rid": 9, "tg": 4}),
+              w.lpm_add("rs.tgroups", ip("10.77.0.21"), 32, "rsnode", {"rid": 10, "tg": 4}),
+              w.exact_add("rs.forward", [9], "forward", {"port": 1, "dmac": 0xA99,
+                                                         "smac": SW})):
+        apply_writes(rs, o)
+    before = {s: rs.mem_read("rs.st0", s) for s in (1, 2, 3)}
+    (o,) = rs.process(request(7, src="10.77.0.20", dst=SERVERS[2]), 0)
+    h = parse(o.frame)
+    # unchanged but for the RID the ToR set: no selection, no state, the next hop's MAC
+    assert o.port == 1 and h["port_dst"] == SERVERS[2] and h["dmac"] == "00:00:00:00:0a:99"
+    assert h["rid"] == 9 and h["mf"] == M_REQ and h["rv"] == 0
+    assert {s: rs.mem_read("rs.st0", s) for s in (1, 2, 3)} == before
+    # an RSNode ID this device neither owns nor knows a way to: dropped
+    assert rs.process(request(7, src="10.77.0.21", dst=SERVERS[2]), 0) == []
+
+
 def test_drs_and_monitor_classes(rs):
     # the controller put client 10.77.0.9 on DRS: no selection, the backup replica it named
     (o,) = rs.process(request(7, src="10.77.0.9", dst=SERVERS[3]), 0)
