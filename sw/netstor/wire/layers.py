@@ -16,7 +16,7 @@ that length (a build leaves the field ``None`` to compute it); any further bytes
 
 from __future__ import annotations
 
-from scapy.fields import (BitEnumField, BitField, ByteField, EnumField, IntField, LongField,
+from scapy.fields import (ConditionalField, BitEnumField, BitField, ByteField, EnumField, IntField, LongField,
                           ShortField, XBitField, XByteField, XIntField, XLongField,
                           XShortField, ByteEnumField)
 from scapy.layers.inet import UDP
@@ -50,6 +50,32 @@ def make_layer(spec: HeaderSpec, *, bind=True) -> type:
     fields_desc = [_field(spec, n, pos, w) for n, pos, w in spec.layout()]
     ns = {"name": spec.title, "fields_desc": fields_desc, "spec": spec,
           "__module__": __name__}
+    if spec.variants:
+        # one conditional field per (layout, field): present when the selector has one of the
+        # values of that layout
+        sel = spec.selector
+        common = sum(w for _, w in spec.fields)
+        layouts = {}
+        for v, _label, extra in spec.variants:
+            layouts.setdefault(extra, []).append(v)
+        for extra, values in layouts.items():
+            pos = common
+            for n, w in extra:
+                fields_desc.append(ConditionalField(
+                    _field(spec, n, pos, w),
+                    lambda pkt, _vals=frozenset(values): getattr(pkt, sel) in _vals))
+                pos += w
+        first = spec.variants[0][0]
+        fields_desc[[f.name for f in fields_desc].index(sel)].default = first
+
+        def mysummary(self):
+            label = spec.variant(getattr(self, sel))[0] or f"unknown {sel}"
+            return f"{spec.name} {label}"
+        ns["mysummary"] = mysummary
+    if spec.inner:
+        def guess_payload_class(self, payload, _inner=spec.inner):
+            return layer_for(_inner) if payload else Packet.guess_payload_class(self, payload)
+        ns["guess_payload_class"] = guess_payload_class
     if spec.length_field:
         lname = spec.length_field
         lpos = next(pos for n, pos, _ in spec.layout() if n == lname)

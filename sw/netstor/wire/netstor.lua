@@ -215,3 +215,131 @@ do
   end
   DissectorTable.get("udp.port"):add(7431, proto)
 end
+
+-- NetRS (in-network replica selection): UDP port 7432, 10-byte common part, layout by mf
+do
+  local proto = Proto("netstor_netrs", "NetRS (in-network replica selection)")
+  local vs = {}
+  local f = {}
+  f.rid = ProtoField.uint16("netstor_netrs.rid", "rid", base.DEC, nil)
+  f.mf = ProtoField.uint64("netstor_netrs.mf", "mf", base.HEX, nil)
+  f.rv = ProtoField.uint16("netstor_netrs.rv", "rv", base.DEC, nil)
+  f.rgid = ProtoField.uint16("netstor_netrs.rgid", "rgid", base.DEC, nil)
+  f.avail = ProtoField.uint8("netstor_netrs.avail", "avail", base.DEC, nil)
+  f.sm = ProtoField.uint32("netstor_netrs.sm", "sm", base.HEX, nil)
+  f.ssl = ProtoField.uint16("netstor_netrs.ssl", "ssl", base.DEC, nil)
+  f.ss_sid = ProtoField.uint16("netstor_netrs.ss_sid", "ss_sid", base.DEC, nil)
+  f.ss_q = ProtoField.uint16("netstor_netrs.ss_q", "ss_q", base.DEC, nil)
+  f.ss_t = ProtoField.uint16("netstor_netrs.ss_t", "ss_t", base.DEC, nil)
+  f.kind = ProtoField.string("netstor_netrs.kind", "kind")
+  f.data = ProtoField.bytes("netstor_netrs.data", "data")
+  proto.fields = { f.rid, f.mf, f.rv, f.rgid, f.avail, f.sm, f.ssl, f.ss_sid, f.ss_q, f.ss_t, f.kind, f.data }
+  local e_short = ProtoExpert.new("netstor_netrs.malformed.short", "truncated netstor_netrs header", expert.group.MALFORMED, expert.severity.ERROR)
+  local e_sel = ProtoExpert.new("netstor_netrs.malformed.mf", "unknown mf in netstor_netrs header", expert.group.MALFORMED, expert.severity.ERROR)
+  proto.experts = { e_short, e_sel }
+  local COMMON = 10
+  -- field, byte offset, byte count, bit offset in those bytes (or false), width, name
+  local common = {
+    { f.rid, 0, 2, false, 16, "rid" },
+    { f.mf, 2, 6, false, 48, "mf" },
+    { f.rv, 8, 2, false, 16, "rv" },
+  }
+  -- mf (as lower-case hex) -> kind, header length, fields
+  local variants = {
+    ["4e5253524551"] = { "request", 13, {
+      { f.rgid, 10, 2, false, 16, "rgid" },
+      { f.avail, 12, 1, false, 8, "avail" },
+    } },
+    ["b1adacadacaf"] = { "selected request", 13, {
+      { f.rgid, 10, 2, false, 16, "rgid" },
+      { f.avail, 12, 1, false, 8, "avail" },
+    } },
+    ["b1adacbbadac"] = { "DRS request", 13, {
+      { f.rgid, 10, 2, false, 16, "rgid" },
+      { f.avail, 12, 1, false, 8, "avail" },
+    } },
+    ["4e5253525350"] = { "response", 22, {
+      { f.sm, 10, 4, false, 32, "sm" },
+      { f.ssl, 14, 2, false, 16, "ssl" },
+      { f.ss_sid, 16, 2, false, 16, "ss_sid" },
+      { f.ss_q, 18, 2, false, 16, "ss_q" },
+      { f.ss_t, 20, 2, false, 16, "ss_t" },
+    } },
+    ["4e52534d4f4e"] = { "monitored response", 22, {
+      { f.sm, 10, 4, false, 32, "sm" },
+      { f.ssl, 14, 2, false, 16, "ssl" },
+      { f.ss_sid, 16, 2, false, 16, "ss_sid" },
+      { f.ss_q, 18, 2, false, 16, "ss_q" },
+      { f.ss_t, 20, 2, false, 16, "ss_t" },
+    } },
+    ["4e5253445253"] = { "DRS response", 22, {
+      { f.sm, 10, 4, false, 32, "sm" },
+      { f.ssl, 14, 2, false, 16, "ssl" },
+      { f.ss_sid, 16, 2, false, 16, "ss_sid" },
+      { f.ss_q, 18, 2, false, 16, "ss_q" },
+      { f.ss_t, 20, 2, false, 16, "ss_t" },
+    } },
+  }
+  local function add(t, tvb, v, e, n, hdr)
+    local fld, off, nb, bo, w, name = e[1], e[2], e[3], e[4], e[5], e[6]
+    if off + nb > n then
+      t:add_proto_expert_info(e_short, string.format("truncated netstor_netrs header: %d of %d bytes", n, hdr))
+      return false
+    end
+    local r = tvb(off, nb)
+    t:add(fld, r)
+    if bo then v[name] = r:bitfield(bo, w)
+    elseif nb > 4 then v[name] = r:uint64()
+    else v[name] = r:uint() end
+    return true
+  end
+  function proto.dissector(tvb, pinfo, tree)
+    local n = tvb:len()
+    pinfo.cols.protocol = "NETSTOR_NETRS"
+    local t = tree:add(proto, tvb(0, math.min(n, COMMON)))
+    local v = {}
+    for _, e in ipairs(common) do
+      if not add(t, tvb, v, e, n, COMMON) then
+        pinfo.cols.info:set(string.format("netstor_netrs [truncated: %d bytes]", n))
+        return n
+      end
+    end
+    local key = string.lower(tvb(2, 6):bytes():tohex())
+    local var = variants[key]
+    if var == nil then
+      t:add_proto_expert_info(e_sel, "unknown mf 0x" .. key)
+      pinfo.cols.info:set("netstor_netrs unknown mf 0x" .. key)
+      if n > COMMON then t:add(f.data, tvb(COMMON, n - COMMON)) end
+      return n
+    end
+    t:add(f.kind, tvb(2, 6), var[1])
+    t:set_len(math.min(n, var[2]))
+    for _, e in ipairs(var[3]) do
+      if not add(t, tvb, v, e, n, var[2]) then
+        pinfo.cols.info:set(string.format("netstor_netrs %s [truncated: %d of %d bytes]", var[1], n, var[2]))
+        return n
+      end
+    end
+    local info = { var[1] }
+    if v.rid ~= nil then info[#info + 1] = "rid=" .. tostring(v.rid) end
+    if v.rgid ~= nil then info[#info + 1] = "rgid=" .. tostring(v.rgid) end
+    if v.avail ~= nil then info[#info + 1] = "avail=" .. tostring(v.avail) end
+    if v.ss_sid ~= nil then info[#info + 1] = "ss_sid=" .. tostring(v.ss_sid) end
+    if v.ss_q ~= nil then info[#info + 1] = "ss_q=" .. tostring(v.ss_q) end
+    if v.ss_t ~= nil then info[#info + 1] = "ss_t=" .. tostring(v.ss_t) end
+    local text = table.concat(info, " ")
+    t:append_text(" " .. text)
+    local rest = n - var[2]
+    local inner = Dissector.get("netstor")
+    if rest > 0 and inner ~= nil then
+      inner:call(tvb(var[2]):tvb(), pinfo, tree)
+      pinfo.cols.protocol = "NETSTOR_NETRS"
+      pinfo.cols.info:set(text .. " | " .. tostring(pinfo.cols.info))
+      return n
+    end
+    if rest > 0 then t:add(f.data, tvb(var[2], rest)) end
+    pinfo.cols.info:set(text)
+    return n
+  end
+  DissectorTable.get("udp.port"):add(7432, proto)
+end

@@ -38,6 +38,25 @@ class HeaderSpec:
     reply_sport: bool = False
     trailer: str = "data"
     title: str = ""
+    selector: str | None = None     # variants: the field whose value picks the layout
+    variants: tuple = ()            # ((value, label, ((name, bits), ...)), ...)
+    inner: str | None = None        # registered header that dissects the trailer
+
+    def variant(self, value):
+        """``(label, extra fields)`` of selector ``value``; ``(None, ())`` when unknown."""
+        for v, label, extra in self.variants:
+            if v == value:
+                return label, extra
+        return None, ()
+
+    @property
+    def all_fields(self):
+        """Every field of every variant (first definition of a name wins), common first."""
+        out = dict(self.fields)
+        for _, _, extra in self.variants:
+            for n, w in extra:
+                out.setdefault(n, w)
+        return tuple(out.items())
 
     @property
     def nbytes(self):
@@ -77,7 +96,8 @@ def register(name, udp_port, fields, **kw):
 
 
 def make_spec(name, udp_port, fields, *, length_field=None, enums=None, constants=None,
-              hex_fields=None, info=None, reply_sport=False, trailer="data", title=None):
+              hex_fields=None, info=None, reply_sport=False, trailer="data", title=None,
+              selector=None, variants=(), inner=None):
     """A checked :class:`HeaderSpec` (not registered).
 
     * ``name``: the protocol name (Wireshark protocol and filter prefix, e.g. ``netstor`` gives
@@ -93,6 +113,13 @@ def make_spec(name, udp_port, fields, *, length_field=None, enums=None, constant
       the dissector flags other values as malformed).
     * ``hex_fields``: fields shown in hex (default: the constants).
     * ``info``: fields summarised in the Info column (default: the enum fields).
+    * ``selector`` and ``variants``: a header whose layout depends on a field of the common
+      part ``fields`` (NetRS: the magic field): ``variants`` is ``[(value, label, [(name,
+      bits), ...]), ...]``, the fields that follow the common part when ``selector`` has
+      that value; the label names the packet kind (Info column, scapy summary). An unknown
+      selector value leaves only the common part (the dissector flags it). Variant fields
+      must be byte-aligned; no length field.
+    * ``inner``: a registered header (by name) that dissects the bytes after this one.
     """
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         raise ValueError(f"header name {name!r} must be a lower-case identifier")
@@ -117,6 +144,26 @@ def make_spec(name, udp_port, fields, *, length_field=None, enums=None, constant
         pos += w
     if pos % 8:
         raise ValueError(f"header {name}: {pos} bits is not a whole number of bytes")
+    variants = tuple((int(v), str(label), tuple((str(n), int(w)) for n, w in extra))
+                     for v, label, extra in variants)
+    if variants:
+        if selector not in names:
+            raise ValueError(f"header {name}: variants need a selector field of the common "
+                             f"part, got {selector!r}")
+        if length_field is not None:
+            raise ValueError(f"header {name}: variants cannot have a length field")
+        if len({v for v, _, _ in variants}) != len(variants):
+            raise ValueError(f"header {name}: a selector value is used twice")
+        for v, label, extra in variants:
+            vn = [n for n, _ in extra]
+            if set(vn) & set(names) or len(set(vn)) != len(vn) or trailer in vn:
+                raise ValueError(f"header {name}: variant {label!r} repeats a field name")
+            if pos % 8 or any(w % 8 or w not in _ALIGNED for _, w in extra):
+                raise ValueError(f"header {name}: variant {label!r} fields must be whole "
+                                 "bytes")
+        names += [n for _, _, extra in variants for n, _ in extra if n not in names]
+    elif selector is not None:
+        raise ValueError(f"header {name}: a selector without variants")
     enums = {k: dict(v) for k, v in (enums or {}).items()}
     constants = dict(constants or {})
     for what, keys in (("length_field", [length_field] if length_field else []),
@@ -136,7 +183,8 @@ def make_spec(name, udp_port, fields, *, length_field=None, enums=None, constant
                       hex_fields=tuple(hex_fields if hex_fields is not None else constants),
                       info=tuple(info if info is not None else enums),
                       reply_sport=reply_sport, trailer=trailer,
-                      title=title or f"netstor {name} header")
+                      title=title or f"netstor {name} header", selector=selector,
+                      variants=variants, inner=inner)
 
 
 def program_op_enum(module, prefix="OP_"):
@@ -179,6 +227,15 @@ def _builtin():
                                       netclone.CLONE_COPY: "clone"}},
                      hex_fields=("fidx",), info=("op", "clone", "group", "seq", "server_id"),
                      title="NetClone (request cloning)")
+    from netstor.netrs import header as rs
+    n_common = len(rs.COMMON_FIELDS)
+    register("netstor_netrs", rs.NETRS_UDP_PORT, rs.COMMON_FIELDS, reply_sport=True,
+             selector="mf",
+             variants=[(m, name, rs.REQ_FIELDS[n_common:] if lay == "request"
+                        else rs.RESP_FIELDS[n_common:])
+                       for m, (name, lay) in rs.KIND_NAMES.items()],
+             hex_fields=("mf", "sm"), info=("rid", "rgid", "avail", "ss_sid", "ss_q", "ss_t"),
+             inner="netstor", title="NetRS (in-network replica selection)")
 
 
 _builtin()

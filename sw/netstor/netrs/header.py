@@ -1,0 +1,124 @@
+"""The NetRS header between UDP and the storage message, for the agents and the wire tools
+(layout and constants: the data-plane program ``netstor.programs.netrs``).
+
+Two layouts (paper 5.1), both big-endian, told apart by the 48-bit magic field ``mf``:
+
+* request, 13 bytes: ``rid`` (16, RSNode id: 0 from the client, the ToR fills it), ``mf``
+  (48), ``rv`` (16, retaining value: 0 from the client, the RSNode's timestamp after
+  selection), ``rgid`` (16, replica group), ``avail`` (8, bit k = slot k of the group may be
+  chosen). ``mf``: ``M_REQ`` from the client, ``f(M_RESP)`` after the RSNode selected,
+  ``f(M_DRS)`` after degraded replica selection.
+* response, 22 bytes: ``rid``, ``mf``, ``rv`` (echoed), ``sm`` (32, source marker: 0 from
+  the server, the ToR fills it), ``ssl`` (16, = 6, the length of the server status), then the
+  server status: ``ss_sid`` (server id), ``ss_q`` (queue length, integer count), ``ss_t``
+  (service time of this request, UQ12.4 microseconds = us * 16, saturated at 0xFFFF).
+  ``mf``: ``M_RESP`` / ``M_DRS`` from the server (``f^-1`` of the request's), ``M_MON``
+  after the RSNode (or a ToR) saw it.
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from netstor.programs.netrs import (NETRS_UDP_PORT, M_REQ, M_RESP, M_MON, M_DRS, DRS_RID,  # noqa: F401
+                                    MASK48, SERVERS, NR, f)
+
+__all__ = ["NETRS_UDP_PORT", "M_REQ", "M_RESP", "M_MON", "M_DRS", "DRS_RID", "f", "f_inv",
+           "REQ_LEN", "RESP_LEN", "SSL", "REQ_FIELDS", "RESP_FIELDS", "COMMON_FIELDS",
+           "RsRequest", "RsResponse", "kind", "KIND_NAMES", "us_to_uq", "uq_to_us",
+           "REQUEST_MAGICS", "RESPONSE_MAGICS"]
+
+COMMON_FIELDS = [("rid", 16), ("mf", 48), ("rv", 16)]
+REQ_FIELDS = COMMON_FIELDS + [("rgid", 16), ("avail", 8)]
+RESP_FIELDS = COMMON_FIELDS + [("sm", 32), ("ssl", 16), ("ss_sid", 16), ("ss_q", 16),
+                               ("ss_t", 16)]
+SSL = 6
+_REQ = struct.Struct("!H6sHHB")
+_RESP = struct.Struct("!H6sHIHHHH")
+REQ_LEN, RESP_LEN = _REQ.size, _RESP.size          # 13, 22
+assert REQ_LEN == sum(w for _, w in REQ_FIELDS) // 8
+assert RESP_LEN == sum(w for _, w in RESP_FIELDS) // 8
+
+#: magic value -> (name, layout): what a packet with that magic is
+KIND_NAMES = {M_REQ: ("request", "request"), f(M_RESP): ("selected request", "request"),
+              f(M_DRS): ("DRS request", "request"), M_RESP: ("response", "response"),
+              M_MON: ("monitored response", "response"), M_DRS: ("DRS response", "response")}
+REQUEST_MAGICS = tuple(m for m, (_, lay) in KIND_NAMES.items() if lay == "request")
+RESPONSE_MAGICS = tuple(m for m, (_, lay) in KIND_NAMES.items() if lay == "response")
+
+
+def f_inv(m):
+    """The inverse of ``f`` (``f`` is an involution: XOR with all ones)."""
+    return m ^ MASK48
+
+
+def kind(mf):
+    """``(name, layout)`` of a magic value; ``(None, None)`` for an unknown one."""
+    return KIND_NAMES.get(mf, (None, None))
+
+
+def us_to_uq(us):
+    """Microseconds -> UQ12.4 (``us * 16``, rounded down, saturated at 0xFFFF)."""
+    return max(0, min(0xFFFF, int(us * 16)))
+
+
+def uq_to_us(v):
+    return v / 16.0
+
+
+def _mf(b):
+    return int.from_bytes(b, "big")
+
+
+class RsRequest(NamedTuple):
+    rgid: int
+    avail: int = 0xFF
+    rid: int = 0
+    mf: int = M_REQ
+    rv: int = 0
+
+    def pack(self) -> bytes:
+        return _REQ.pack(self.rid, self.mf.to_bytes(6, "big"), self.rv, self.rgid, self.avail)
+
+    @classmethod
+    def unpack(cls, data) -> "RsRequest":
+        if len(data) < REQ_LEN:
+            raise ValueError(f"{len(data)} bytes: shorter than the {REQ_LEN}-byte NetRS "
+                             "request header")
+        rid, mf, rv, rgid, avail = _REQ.unpack_from(data)
+        return cls(rgid=rgid, avail=avail, rid=rid, mf=_mf(mf), rv=rv)
+
+    def response(self, server_id, queue_len, service_us) -> "RsResponse":
+        """The server's response header: rid and rv echoed, ``mf = f^-1(mf)``, sm 0, ssl 6,
+        the status (queue length saturated at 0xFFFF, service time in UQ12.4 us)."""
+        return RsResponse(rid=self.rid, mf=f_inv(self.mf), rv=self.rv, sm=0, ssl=SSL,
+                          ss_sid=server_id & 0xFFFF, ss_q=max(0, min(0xFFFF, queue_len)),
+                          ss_t=us_to_uq(service_us))
+
+
+class RsResponse(NamedTuple):
+    rid: int
+    mf: int
+    rv: int
+    sm: int = 0
+    ssl: int = SSL
+    ss_sid: int = 0
+    ss_q: int = 0
+    ss_t: int = 0
+
+    def pack(self) -> bytes:
+        return _RESP.pack(self.rid, self.mf.to_bytes(6, "big"), self.rv, self.sm, self.ssl,
+                          self.ss_sid, self.ss_q, self.ss_t)
+
+    @classmethod
+    def unpack(cls, data) -> "RsResponse":
+        if len(data) < RESP_LEN:
+            raise ValueError(f"{len(data)} bytes: shorter than the {RESP_LEN}-byte NetRS "
+                             "response header")
+        rid, mf, rv, sm, ssl, sid, q, t = _RESP.unpack_from(data)
+        return cls(rid, _mf(mf), rv, sm, ssl, sid, q, t)
+
+
+def peek_mf(data):
+    """The magic field of a NetRS datagram (None when shorter than the common 10 bytes)."""
+    return _mf(data[2:8]) if len(data) >= 10 else None
