@@ -26,6 +26,21 @@ counted (``clones_dropped``), as in the paper: the original copy is served anywa
 server runs without it (warning); an explicit ``--netclone-port`` that cannot be bound is an
 error.
 
+NetRS (``--netrs-port``, default 7432, 0 = off; optional like NetClone's when the default
+port is taken): a third UDP socket takes NetRS requests (the 13-byte request header of
+:mod:`netstor.netrs.header`, then a storage request), serves the storage request through the
+same workers and answers with the 22-byte response header followed by the storage reply, to
+the request's source address: ``rid`` and ``rv`` echoed, ``mf = f^-1(mf)`` of the request
+(``M_RESP`` after a selection, ``M_DRS`` after degraded selection), ``sm`` 0 (the ToR fills
+it), ``ssl`` 6, ``ss_sid`` this server's id, ``ss_q`` the same queue measure as NetClone's
+load (requests a new request would wait behind once this reply is sent), ``ss_t`` this
+request's service time in UQ12.4 microseconds (us * 16, saturated at 0xFFFF = 4.1 ms).
+A NetRS datagram shorter than the request header, or whose magic is not one a server
+receives (``f(M_RESP)`` or ``f(M_DRS)``: a bare ``M_REQ`` never passed an RSNode or a ToR,
+a response magic is not a request), is dropped and counted (``rs_dropped``, also in
+``dropped``). BUSY and BAD_REQUEST answers to NetRS requests carry the response header too
+(service time 0).
+
 The same code serves tests in-process through :class:`Server`.
 """
 
@@ -52,6 +67,8 @@ from netstor.proto import (Header, HEADER_LEN, MAGIC, MAX_VALUE, Op, ProtocolErr
 from netstor.agent import servicetime
 from netstor.netclone.header import (CLONE_COPY, NC_LEN, NETCLONE_UDP_PORT, NcHeader,
                                      OP_REQ)
+from netstor.netrs.header import (M_DRS, M_RESP, NETRS_UDP_PORT, REQ_LEN as RS_LEN,
+                                  RsRequest, f as rs_f)
 
 __all__ = ["Server", "main"]
 
@@ -61,6 +78,7 @@ _KEY = struct.Struct("!Q")
 _PEEK = struct.Struct("!HB")
 _RECV_BUF = 65535
 _STOP = None
+_RS_OK = (rs_f(M_RESP), rs_f(M_DRS))      # the NetRS magics a server receives
 
 
 class Server:
@@ -75,16 +93,19 @@ class Server:
     NetClone socket, also in ``received``), ``nc_replies``, ``clones_dropped`` (clone copies
     dropped because the server was busy), ``nc_dropped`` (not a NetClone request; also in
     ``dropped``). ``service_ns``: the workers' total service time (LMDB work and the
-    modelled delay, clones included).
+    modelled delay, clones included). NetRS: ``rs_received``, ``rs_replies``,
+    ``rs_dropped`` (not a NetRS request a server may get; also in ``dropped``).
 
     ``netclone_port``: None (default) = no NetClone socket; 0 = any free port; else that
-    port (``nc_address`` is the bound address).
+    port (``nc_address`` is the bound address). ``netrs_port``: the same for the NetRS
+    socket (``rs_address``).
     """
 
     def __init__(self, db, bind="0.0.0.0", port=STORAGE_UDP_PORT, workers=4, server_id=0,
                  queue_limit=1024, service_model="none", seed=None, controller=None,
                  heartbeat_interval=1.0, sync=True, map_size=1 << 30, advertise=None,
-                 netclone_port=None, netclone_optional=False):
+                 netclone_port=None, netclone_optional=False, netrs_port=None,
+                 netrs_optional=False):
         if not isinstance(server_id, int) or not 0 <= server_id <= 0xFFFF:
             raise ValueError(f"server_id must be a 16-bit unsigned integer, got {server_id!r}")
         if not isinstance(workers, int) or workers < 1:
@@ -103,6 +124,9 @@ class Server:
         self.advertise = advertise
         self.netclone_port = None if netclone_port is None else int(netclone_port)
         self.netclone_optional = netclone_optional
+        self.netrs_port = None if netrs_port is None else int(netrs_port)
+        self.netrs_optional = netrs_optional
+        self.rs_sock = None
         self.env = None
         self.sock = None
         self.nc_sock = None
@@ -116,7 +140,8 @@ class Server:
         self._c = dict(received=0, served=0, ok=0, not_found=0, busy=0, bad_request=0,
                        dropped=0, storage_errors=0, send_errors=0, heartbeats_sent=0,
                        heartbeat_failures=0, nc_received=0, nc_replies=0, clones_dropped=0,
-                       nc_dropped=0, service_ns=0)
+                       nc_dropped=0, service_ns=0, rs_received=0, rs_replies=0,
+                       rs_dropped=0)
         self._by_op = {"GET": 0, "PUT": 0, "DEL": 0}
 
     # -- life cycle --------------------------------------------------------------------------
@@ -128,6 +153,11 @@ class Server:
     def nc_address(self):
         """The NetClone socket's bound address, or None when NetClone is off."""
         return self.nc_sock.getsockname()[:2] if self.nc_sock else None
+
+    @property
+    def rs_address(self):
+        """The NetRS socket's bound address, or None when NetRS is off."""
+        return self.rs_sock.getsockname()[:2] if self.rs_sock else None
 
     @property
     def running(self):
@@ -147,25 +177,13 @@ class Server:
             except OSError:
                 pass
             self.sock.bind((self.bind, self.port))
-            if self.netclone_port is not None:
-                self.nc_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                try:
-                    self.nc_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-                except OSError:
-                    pass
-                try:
-                    self.nc_sock.bind((self.bind, self.netclone_port))
-                except OSError as e:
-                    if not self.netclone_optional:
-                        raise
-                    log.warning("NetClone port %s:%d unavailable (%s): NetClone off",
-                                self.bind, self.netclone_port, e)
-                    self.nc_sock.close()
-                    self.nc_sock = None
+            self.nc_sock = self._open_extra(self.netclone_port, self.netclone_optional,
+                                            "NetClone")
+            self.rs_sock = self._open_extra(self.netrs_port, self.netrs_optional, "NetRS")
         except BaseException:
             self.env.close()
             self.env = None
-            for name in ("sock", "nc_sock"):
+            for name in ("sock", "nc_sock", "rs_sock"):
                 if getattr(self, name):
                     getattr(self, name).close()
                     setattr(self, name, None)
@@ -173,18 +191,43 @@ class Server:
         self._started_at = time.monotonic()
         self._threads = [threading.Thread(target=self._worker, name=f"netstor-worker{i}",
                                           daemon=True) for i in range(self.workers)]
-        self._threads.append(threading.Thread(target=self._receiver, args=(self.sock, False),
+        self._threads.append(threading.Thread(target=self._receiver, args=(self.sock, None),
                                               name="netstor-rx", daemon=True))
         if self.nc_sock is not None:
             self._threads.append(threading.Thread(target=self._receiver,
-                                                  args=(self.nc_sock, True),
+                                                  args=(self.nc_sock, "nc"),
                                                   name="netstor-rx-nc", daemon=True))
+        if self.rs_sock is not None:
+            self._threads.append(threading.Thread(target=self._receiver,
+                                                  args=(self.rs_sock, "rs"),
+                                                  name="netstor-rx-rs", daemon=True))
         if self.controller:
             self._threads.append(threading.Thread(target=self._heartbeat,
                                                   name="netstor-heartbeat", daemon=True))
         for t in self._threads:
             t.start()
         return self
+
+    def _open_extra(self, port, optional, what):
+        """The socket of an offload protocol (None when ``port`` is None, or when it is
+        ``optional`` and cannot be bound)."""
+        if port is None:
+            return None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+        except OSError:
+            pass
+        try:
+            sock.bind((self.bind, port))
+        except OSError as e:
+            sock.close()
+            if not optional:
+                raise
+            log.warning("%s port %s:%d unavailable (%s): %s off", what, self.bind, port, e,
+                        what)
+            return None
+        return sock
 
     def stop(self, timeout=5.0):
         """Stop serving: the receiver stops, queued requests are still answered, then LMDB
@@ -202,15 +245,16 @@ class Server:
         for t in self._threads:
             t.join(max(0.0, end - time.monotonic()))
         self.sock.close()
-        if self.nc_sock is not None:
-            self.nc_sock.close()
+        for sock in (self.nc_sock, self.rs_sock):
+            if sock is not None:
+                sock.close()
         self.env.close()
         self.env = None
 
     def _wake_receiver(self):
         """Wake the receivers blocked in recvfrom: on Linux shutdown() of a UDP socket does
         (it also reports ENOTCONN); elsewhere fall back to the socket timeout."""
-        for sock in (self.sock, self.nc_sock):
+        for sock in (self.sock, self.nc_sock, self.rs_sock):
             if sock is None:
                 continue
             try:
@@ -247,10 +291,12 @@ class Server:
             self._c[name] += n
 
     # -- data path ---------------------------------------------------------------------------
-    def _send(self, h, addr, nc=None, queued=True):
+    def _send(self, h, addr, nc=None, queued=True, service_ns=0):
         """Send reply ``h``; ``nc`` (the request's NetClone header) sends it on the NetClone
         socket behind the NetClone reply header, carrying the load once it has gone
-        (``queued``: the request counts in ``_pending`` until after this send)."""
+        (``queued``: the request counts in ``_pending`` until after this send); ``nc`` a
+        NetRS request header: on the NetRS socket behind the NetRS response header (the same
+        load as queue length, ``service_ns`` as service time)."""
         try:
             if nc is None:
                 self.sock.sendto(h.pack(), addr)
@@ -258,8 +304,13 @@ class Server:
                 with self._lock:
                     # the queue a new request would wait in, without this request
                     load = self._pending - (1 if queued else 0) - self.workers + 1
-                    self._c["nc_replies"] += 1
-                self.nc_sock.sendto(nc.reply(self.server_id, load).pack() + h.pack(), addr)
+                    self._c["rs_replies" if isinstance(nc, RsRequest) else "nc_replies"] += 1
+                if isinstance(nc, RsRequest):
+                    head = nc.response(self.server_id, load, service_ns / 1000.0).pack()
+                    self.rs_sock.sendto(head + h.pack(), addr)
+                else:
+                    self.nc_sock.sendto(nc.reply(self.server_id, load).pack() + h.pack(),
+                                        addr)
         except (OSError, ValueError) as e:
             self._count("send_errors")
             log.debug("send to %s failed: %s", addr, e)
@@ -280,7 +331,7 @@ class Server:
             self._count("dropped")
             log.debug("dropped datagram from %s: %s", addr, why)
 
-    def _receiver(self, sock, netclone):
+    def _receiver(self, sock, offload):
         q, lock, c = self._q, self._lock, self._c
         busy_at = self.workers      # a clone copy finding this many pending would wait
         while not self._stop.is_set():
@@ -297,10 +348,20 @@ class Server:
                 break
             try:
                 nc = None
+                netclone = offload == "nc"
                 with lock:
                     c["received"] += 1
-                    if netclone:
-                        c["nc_received"] += 1
+                    if offload:
+                        c[f"{offload}_received"] += 1
+                if offload == "rs":
+                    if len(data) < RS_LEN or int.from_bytes(data[2:8], "big") not in _RS_OK:
+                        with lock:
+                            c["dropped"] += 1
+                            c["rs_dropped"] += 1
+                        log.debug("dropped non-NetRS-request datagram from %s", addr)
+                        continue
+                    nc = RsRequest.unpack(data)
+                    data = data[RS_LEN:]
                 if netclone:
                     if len(data) < NC_LEN or data[0] != OP_REQ:
                         with lock:
@@ -323,7 +384,7 @@ class Server:
                                     nc)
                     continue
                 with lock:
-                    if nc is not None and nc.clone == CLONE_COPY and self._pending >= busy_at:
+                    if netclone and nc.clone == CLONE_COPY and self._pending >= busy_at:
                         c["clones_dropped"] += 1
                         continue
                     if self._pending - self._in_service >= self.queue_limit:
@@ -390,7 +451,8 @@ class Server:
                         status, "storage_errors")] += 1
                     self._by_op[Op.NAMES[h.op]] += 1
                 self._send(h.reply(status, value=value, server_id=self.server_id,
-                                   queue_len=min(ql, 0xFFFF), service_ns=service), addr, nc)
+                                   queue_len=min(ql, 0xFFFF), service_ns=service), addr, nc,
+                           service_ns=service)
             except Exception:
                 log.exception("worker: unexpected error")
             finally:
@@ -485,6 +547,9 @@ def build_parser():
     p.add_argument("--netclone-port", type=int, default=None, metavar="PORT",
                    help=f"UDP port for NetClone requests (default {NETCLONE_UDP_PORT}; "
                         "0 = NetClone off)")
+    p.add_argument("--netrs-port", type=int, default=None, metavar="PORT",
+                   help=f"UDP port for NetRS requests (default {NETRS_UDP_PORT}; "
+                        "0 = NetRS off)")
     p.add_argument("--advertise", default=None, metavar="ADDR",
                    help="address reported in heartbeats (default: the bound address)")
     p.add_argument("--no-sync", action="store_true",
@@ -509,7 +574,10 @@ def main(argv=None):
                  map_size=args.map_size, advertise=args.advertise,
                  netclone_port=(NETCLONE_UDP_PORT if args.netclone_port is None
                                 else args.netclone_port or None),
-                 netclone_optional=args.netclone_port is None)
+                 netclone_optional=args.netclone_port is None,
+                 netrs_port=(NETRS_UDP_PORT if args.netrs_port is None
+                             else args.netrs_port or None),
+                 netrs_optional=args.netrs_port is None)
     stop = threading.Event()
 
     def on_signal(signum, _frame):
@@ -525,6 +593,8 @@ def main(argv=None):
     addr, port = srv.address
     if srv.nc_address:
         log.info("NetClone requests on %s:%d", *srv.nc_address)
+    if srv.rs_address:
+        log.info("NetRS requests on %s:%d", *srv.rs_address)
     print(f"netstor-server {srv.server_id} listening on {addr}:{port}", flush=True)
     try:
         while not stop.wait(0.1):
@@ -533,9 +603,11 @@ def main(argv=None):
         srv.stop()
         s = srv.stats()
         log.info("stopped: served %d, busy %d, bad_request %d, dropped %d, storage errors %d, "
-                 "netclone received %d, clones dropped %d, service time %.3f s",
+                 "netclone received %d, clones dropped %d, service time %.3f s, "
+                 "netrs received %d, netrs dropped %d",
                  s["served"], s["busy"], s["bad_request"], s["dropped"], s["storage_errors"],
-                 s["nc_received"], s["clones_dropped"], s["service_ns"] / 1e9)
+                 s["nc_received"], s["clones_dropped"], s["service_ns"] / 1e9,
+                 s["rs_received"], s["rs_dropped"])
     return 0
 
 
