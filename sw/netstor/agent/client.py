@@ -19,6 +19,12 @@ counted as ``duplicates``. ``Engine.send(..., nc_group=G)`` puts the NetClone re
 starts with the NetClone reply header is unwrapped, its header kept in
 ``Completion.nc``. ``duplicates`` counts replies for requests that were already answered
 (clones that got through), a subset of ``unmatched``.
+
+NetRS: ``Engine.send(..., rs_group=G, rs_avail=A)`` puts the 13-byte NetRS request header
+(``M_REQ``, RID 0, RV 0, RGID ``G``, availability bits ``A``) in front of the storage
+request (:mod:`netstor.netrs.header`); a reply that starts with a NetRS response header (a
+response magic followed by the storage magic) is unwrapped, its header kept in
+``Completion.rs``. ``Completion.src`` is the address a reply came from.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import time
 from netstor.proto import (Header, MAGIC, MAX_VALUE, Op, ProtocolError, Status,
                            STORAGE_UDP_PORT)
 from netstor.netclone.header import NC_LEN, NcHeader, OP_REPLY, OP_REQ
+from netstor.netrs.header import RESP_LEN as RS_RESP_LEN, RESPONSE_MAGICS, RsRequest, RsResponse
 
 __all__ = ["Client", "Engine", "Completion", "NetstorError", "RequestTimeout", "BadRequest",
            "ServerBusy", "ServerError", "parse_target", "parse_targets"]
@@ -107,7 +114,7 @@ class Completion:
     """One finished request: ``reply`` is the reply :class:`Header`, or None on timeout."""
 
     __slots__ = ("req_id", "op", "key", "target", "tag", "sent_ns", "done_ns", "reply",
-                 "deadline_ns", "nc")
+                 "deadline_ns", "nc", "rs", "src")
 
     def __init__(self, req_id, op, key, target, tag, sent_ns, deadline_ns):
         self.req_id, self.op, self.key, self.target, self.tag = req_id, op, key, target, tag
@@ -115,6 +122,8 @@ class Completion:
         self.done_ns = None
         self.reply = None
         self.nc = None          # the NetClone reply header (NetClone requests)
+        self.rs = None          # the NetRS response header (NetRS requests)
+        self.src = None         # where the reply came from
 
     @property
     def timed_out(self):
@@ -200,16 +209,19 @@ class Engine:
         return target
 
     def send(self, op, key, value=b"", target=None, tag=None, flags=0, seq=0, now_ns=None,
-             copies=(), nc_group=None):
+             copies=(), nc_group=None, rs_group=None, rs_avail=0xFF):
         """Send one request; ``target`` is an index into ``targets`` or an address tuple;
         ``copies``: more targets that get the same request (client-side cloning);
-        ``nc_group``: send it as a NetClone request of that group.
+        ``nc_group``: send it as a NetClone request of that group; ``rs_group``: as a NetRS
+        request of that replica group (``rs_avail``: its availability bits).
         Returns its :class:`Completion` (filled in when it finishes)."""
         addr = self._addr(target)
         rid = self._new_id()
         data = Header(op=op, key=key, req_id=rid, flags=flags, seq=seq, value=value).pack()
         if nc_group is not None:
             data = NcHeader(OP_REQ, group=nc_group).pack() + data
+        if rs_group is not None:
+            data = RsRequest(rgid=rs_group, avail=rs_avail).pack() + data
         now = time.monotonic_ns() if now_ns is None else now_ns
         c = Completion(rid, op, key, addr, tag, now, now + self.timeout_ns)
         for a in (addr, *(self._addr(t) for t in copies)):
@@ -231,14 +243,19 @@ class Engine:
         got = 0
         while True:
             try:
-                data = sock.recv(_RECV_BUF)
+                data, src = sock.recvfrom(_RECV_BUF)
             except (BlockingIOError, InterruptedError):
                 return got
             except ConnectionRefusedError:
                 continue    # ICMP port unreachable from an earlier send: ignore
             t = time.monotonic_ns()
-            nc = None
-            if len(data) > NC_LEN and data[0] == OP_REPLY and \
+            nc = rs = None
+            if len(data) >= RS_RESP_LEN + 2 and \
+                    int.from_bytes(data[2:8], "big") in RESPONSE_MAGICS and \
+                    int.from_bytes(data[RS_RESP_LEN:RS_RESP_LEN + 2], "big") == MAGIC:
+                rs = RsResponse.unpack(data)
+                data = data[RS_RESP_LEN:]
+            elif len(data) > NC_LEN and data[0] == OP_REPLY and \
                     int.from_bytes(data[NC_LEN:NC_LEN + 2], "big") == MAGIC:
                 nc = NcHeader.unpack(data)
                 data = data[NC_LEN:]
@@ -258,7 +275,7 @@ class Engine:
                     self.duplicates += 1
                 self.unmatched += 1
                 continue
-            c.reply, c.done_ns, c.nc = h, t, nc
+            c.reply, c.done_ns, c.nc, c.rs, c.src = h, t, nc, rs, src
             self.replies += 1
             self._answered.add(h.req_id)
             self._answered_order.append(h.req_id)

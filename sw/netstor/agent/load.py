@@ -28,6 +28,29 @@ Schemes (``--scheme``; the arrival process and the latency accounting are the sa
   switch clones and filters; a duplicate that gets through is counted and ignored. The result
   gets ``netclone``: replies whose request was cloned (``cloned_replies``: the NetClone
   header's clone field is not 0) and the per-server share.
+* ``netrs`` and ``c3``: replica selection. Replica groups are sets of target indexes
+  (``--replica-groups "0,1,2;1,2,3;..."``, default: ``n`` groups of 3 consecutive targets on
+  a ring, ``g -> (g, g+1, g+2) mod n``, the replication factor 3 of consistent hashing); a
+  request for key ``k`` belongs to group ``k mod (number of groups)``.
+
+  ``netrs``: the request goes as a NetRS request (``M_REQ``, RGID = the group, every slot
+  available) to the NetRS port (7432) of the group's *backup replica*: one replica of each
+  group drawn per client at start (seeded), where a DRS request ends up. The engine binds
+  ``--rs-bind-port`` (default 7432: NetRS is recognised by that port both ways). The switch
+  selects; the result gets ``netrs``: replies selected by the switch (``selected``: response
+  relabelled ``M_MON`` and RID not the DRS one), DRS replies, replies with no NetRS header,
+  replies from a server other than the backup (``redirected``).
+
+  ``c3``: client-side C3 (the NetRS paper's CliRS baseline): the client ranks the group's
+  replicas with the C3 reference (:func:`netstor.model.ranking.rank`, the switch's ranking
+  bit for bit) on its own state, and sends a plain storage request to the winner. Its state
+  per server, in the switch's units and EWMA (weight 1/8): queue length from the replies'
+  ``queue_len`` turned into the switch's measure (requests a new one would wait behind:
+  ``queue_len - c3_workers``, at least 0; ``--c3-workers`` = the servers' workers), service
+  time from ``service_ns`` (UQ12.4 us, saturated at 4.1 ms), response time as measured here
+  (send to reply), and its own outstanding requests (C3's ``os``, multiplied by ``--c3-n``,
+  the number of independent selectors = clients). The result gets ``c3``: selections per
+  target.
 """
 
 from __future__ import annotations
@@ -43,12 +66,48 @@ import time
 from netstor.proto import MAX_VALUE, Op, Status
 from netstor.agent.client import Engine, parse_targets
 from netstor.agent.zipf import Zipf
+from netstor.model.ranking import C3, Replica, rank
 from netstor.netclone.header import NETCLONE_UDP_PORT
+from netstor.netrs.header import DRS_RID, M_MON, NETRS_UDP_PORT
 
 __all__ = ["run_load", "latency_summary", "log_histogram", "main"]
 
 PICKS = ("random", "round-robin", "key")
-SCHEMES = ("direct", "single", "clone", "netclone")
+SCHEMES = ("direct", "single", "clone", "netclone", "netrs", "c3")
+RS_MAX_REPLICAS = 8
+
+
+def parse_replica_groups(spec, n_targets):
+    """``"0,1,2;1,2,3"`` or ``[[0, 1, 2], ...]`` (target indexes) -> list of tuples; None =
+    ``n_targets`` groups of 3 consecutive targets on a ring (fewer when there are fewer
+    targets)."""
+    if spec is None:
+        k = min(3, n_targets)
+        groups = [tuple((g + i) % n_targets for i in range(k)) for g in range(n_targets)]
+    elif isinstance(spec, str):
+        try:
+            groups = [tuple(int(x) for x in part.split(",") if x.strip())
+                      for part in spec.split(";") if part.strip()]
+        except ValueError:
+            raise ValueError(f"bad replica groups {spec!r}") from None
+    else:
+        groups = [tuple(int(x) for x in g) for g in spec]
+    if not groups or any(not 1 <= len(g) <= RS_MAX_REPLICAS or len(set(g)) != len(g)
+                         or not all(0 <= x < n_targets for x in g) for g in groups):
+        raise ValueError(f"bad replica groups {spec!r} for {n_targets} target(s) (1..8 "
+                         "distinct target indexes each)")
+    if len(groups) > 0x10000:
+        raise ValueError("more than 65536 replica groups")
+    return groups
+
+
+def _ewma(old, sample):
+    """The switch's EWMA (weight 1/8) on UQ12.4 values."""
+    return (7 * old + sample) >> 3
+
+
+def _uq(us):
+    return max(0, min(0xFFFF, int(us * 16)))
 
 
 def parse_groups(spec):
@@ -167,7 +226,8 @@ def _preload(eng, keys, value, window=64, deadline_s=None):
 def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, requests=None,
              keys=1000, zipf=0.99, write_ratio=0.0, value_size=64, preload=False, timeout=1.0,
              seed=None, pick="random", progress=False, max_outstanding=65536, scheme="direct",
-             pairs=None, groups=None, nc_bind_port=NETCLONE_UDP_PORT, samples=False):
+             pairs=None, groups=None, nc_bind_port=NETCLONE_UDP_PORT, samples=False,
+             replica_groups=None, rs_bind_port=NETRS_UDP_PORT, c3_n=1, c3_workers=1):
     """Run one load test and return the result dict (see the module doc)."""
     if mode not in ("open", "closed"):
         raise ValueError(f"mode must be 'open' or 'closed', got {mode!r}")
@@ -198,6 +258,14 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
         if preload:
             raise ValueError("preload is not available with scheme netclone")
 
+    if scheme in ("netrs", "c3"):
+        if preload:
+            raise ValueError(f"preload is not available with scheme {scheme}")
+        if not (isinstance(c3_n, int) and 0 <= c3_n <= 255):
+            raise ValueError(f"c3_n must be an integer in 0..255, got {c3_n!r}")
+        if not (isinstance(c3_workers, int) and c3_workers >= 1):
+            raise ValueError(f"c3_workers must be an integer >= 1, got {c3_workers!r}")
+
     rng = random.Random(seed)
     zrng = random.Random(None if seed is None else seed + 1)
     sampler = Zipf(keys, zipf, rng=zrng)
@@ -205,10 +273,25 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
     if scheme == "netclone":
         eng = Engine(parse_targets(target, NETCLONE_UDP_PORT), timeout=timeout, seed=seed,
                      bind=("0.0.0.0", nc_bind_port))
+    elif scheme == "netrs":
+        eng = Engine(parse_targets(target, NETRS_UDP_PORT), timeout=timeout, seed=seed,
+                     bind=("0.0.0.0", rs_bind_port))
     else:
         eng = Engine(target, timeout=timeout, seed=seed)
     targets = eng.targets
     n_t = len(targets)
+    rgroups = backup = None
+    rs_count = {"selected": 0, "drs": 0, "plain": 0, "other": 0, "redirected": 0}
+    c3_sel = [0] * n_t
+    c3_state = [[0, 0, 0, 0] for _ in range(n_t)]      # q, os, t, r per target
+    if scheme in ("netrs", "c3"):
+        try:
+            rgroups = parse_replica_groups(replica_groups, n_t)
+        except ValueError:
+            eng.close()
+            raise
+        brng = random.Random(None if seed is None else seed + 2)
+        backup = [brng.choice(g) for g in rgroups]
     if scheme in ("single", "clone"):
         try:
             pairs = parse_pairs(pairs, n_t)
@@ -249,6 +332,19 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
             val = value if op == Op.PUT else b""
             if scheme == "netclone":
                 eng.send(op, key, val, target=0, now_ns=now_ns, nc_group=rng.choice(groups))
+            elif scheme == "netrs":
+                g = key % len(rgroups)
+                eng.send(op, key, val, target=backup[g], now_ns=now_ns, rs_group=g,
+                         rs_avail=(1 << len(rgroups[g])) - 1, tag=backup[g])
+            elif scheme == "c3":
+                g = rgroups[key % len(rgroups)]
+                reps = [Replica(q=c3_state[t][0], os=min(255, c3_state[t][1]),
+                                t=c3_state[t][2], r=c3_state[t][3]) for t in g]
+                _found, idx, _score = rank(C3, (1 << len(g)) - 1, reps, n=c3_n)
+                t = g[idx]
+                c3_sel[t] += 1
+                c3_state[t][1] += 1
+                eng.send(op, key, val, target=t, now_ns=now_ns, tag=t)
             elif scheme == "single":
                 eng.send(op, key, val, target=rng.choice(pairs)[rng.getrandbits(1)],
                          now_ns=now_ns)
@@ -274,6 +370,25 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
             for c in done:
                 tal = per_op[c.op]
                 r = c.reply
+                if scheme == "c3":
+                    st = c3_state[c.tag]
+                    st[1] = max(0, st[1] - 1)
+                    if r is not None:
+                        st[0] = _ewma(st[0], _uq(max(0, r.queue_len - c3_workers)))
+                        st[2] = _ewma(st[2], _uq(r.service_ns / 1000.0))
+                        st[3] = _ewma(st[3], _uq((c.done_ns - c.sent_ns) / 1000.0))
+                elif scheme == "netrs" and r is not None:
+                    h = c.rs
+                    if h is None:
+                        rs_count["plain"] += 1
+                    elif h.rid == DRS_RID:
+                        rs_count["drs"] += 1
+                    elif h.mf == M_MON:
+                        rs_count["selected"] += 1
+                    else:
+                        rs_count["other"] += 1
+                    if c.src is not None and tuple(c.src[:2]) != tuple(targets[c.tag]):
+                        rs_count["redirected"] += 1
                 if r is None:
                     total.timeouts += 1
                     tal.timeouts += 1
@@ -405,6 +520,12 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
         "netclone": {"cloned_replies": nc_cloned,
                      "cloned_fraction": round(nc_cloned / max(1, res["replies"]), 4)}
         if scheme == "netclone" else None,
+        "netrs": dict(rs_count, selected_fraction=round(rs_count["selected"]
+                                                        / max(1, res["replies"]), 4),
+                      backup=[f"{targets[b][0]}:{targets[b][1]}" for b in backup])
+        if scheme == "netrs" else None,
+        "c3": {"selections": {f"{a}:{p}": n for (a, p), n in zip(targets, c3_sel)},
+               "n": c3_n, "workers": c3_workers} if scheme == "c3" else None,
         "preload": preload_res,
         "samples_us": [round(x, 1) for x in total.lat_us] if samples else None,
         "config": {"keys": keys, "zipf": zipf, "write_ratio": write_ratio,
@@ -413,7 +534,8 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                    "duration": duration, "requests": requests, "timeout": timeout,
                    "seed": seed, "pick": pick, "scheme": scheme,
                    "pairs": pairs if scheme in ("single", "clone") else None,
-                   "groups": groups if scheme == "netclone" else None},
+                   "groups": groups if scheme == "netclone" else None,
+                   "replica_groups": [list(g) for g in rgroups] if rgroups else None},
     }
     return out
 
@@ -428,6 +550,8 @@ def _scheme_note(r):
         note += f", {r['engine']['duplicates']} duplicates)"
     elif sc == "clone":
         note += f" ({r['engine']['duplicates']} second replies ignored)"
+    elif sc == "netrs" and r.get("netrs"):
+        note += f" ({r['netrs']['selected_fraction']:.0%} selected by the switch)"
     return note
 
 
@@ -460,7 +584,9 @@ def build_parser():
     p.add_argument("--scheme", choices=SCHEMES, default="direct",
                    help="direct (default), single (one server of a random pair), clone "
                         "(client-side cloning to both of a pair), netclone (NetClone "
-                        "requests to the service address --target)")
+                        "requests to the service address --target), netrs (NetRS requests "
+                        "to a backup replica; the switch selects), c3 (client-side C3 "
+                        "replica selection)")
     p.add_argument("--pairs", default=None, metavar="I:J[,I:J...]",
                    help="single/clone: server pairs as target indexes (default: every "
                         "ordered pair)")
@@ -469,6 +595,18 @@ def build_parser():
     p.add_argument("--nc-bind-port", type=int, default=NETCLONE_UDP_PORT, metavar="PORT",
                    help=f"netclone: local UDP port (default {NETCLONE_UDP_PORT}; servers "
                         "answer to it)")
+    p.add_argument("--replica-groups", default=None, metavar="I,J,K[;...]",
+                   help="netrs/c3: replica groups as target indexes (default: n groups of 3 "
+                        "consecutive targets on a ring); key k belongs to group k mod #groups")
+    p.add_argument("--rs-bind-port", type=int, default=NETRS_UDP_PORT, metavar="PORT",
+                   help=f"netrs: local UDP port (default {NETRS_UDP_PORT}: NetRS is "
+                        "recognised by it both ways)")
+    p.add_argument("--c3-n", type=int, default=1, metavar="N",
+                   help="c3: C3's multiplier of the outstanding requests (the number of "
+                        "independent selectors, i.e. clients; default 1)")
+    p.add_argument("--c3-workers", type=int, default=1, metavar="W",
+                   help="c3: the servers' workers (queue_len - W = the queue a new request "
+                        "waits in, the switch's measure; default 1)")
     p.add_argument("--mode", choices=("open", "closed"), default="closed")
     p.add_argument("--rate", type=float, default=None,
                    help="open loop: Poisson arrival rate, requests/s")
@@ -511,7 +649,9 @@ def main(argv=None):
                      timeout=a.timeout, seed=a.seed, pick=a.pick,
                      progress=not a.quiet and sys.stderr.isatty(),
                      max_outstanding=a.max_outstanding, scheme=a.scheme, pairs=a.pairs,
-                     groups=a.groups, nc_bind_port=a.nc_bind_port, samples=a.samples)
+                     groups=a.groups, nc_bind_port=a.nc_bind_port, samples=a.samples,
+                     replica_groups=a.replica_groups, rs_bind_port=a.rs_bind_port,
+                     c3_n=a.c3_n, c3_workers=a.c3_workers)
     except ValueError as e:
         p.error(str(e))
     except RuntimeError as e:

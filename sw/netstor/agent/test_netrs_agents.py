@@ -122,3 +122,124 @@ def test_server_runs_without_netrs_when_the_default_port_is_taken(tmp_path):
             Server(tmp_path / "db2", bind=LOOP, port=0, netrs_port=port).start()
     finally:
         hog.close()
+
+
+# ---- client side ---------------------------------------------------------------------------
+import threading                                                      # noqa: E402
+
+from netstor.agent.load import parse_replica_groups, run_load        # noqa: E402
+from netstor.agent.client import Engine                              # noqa: E402
+
+
+def test_replica_group_specs():
+    assert parse_replica_groups(None, 4) == [(0, 1, 2), (1, 2, 3), (2, 3, 0), (3, 0, 1)]
+    assert parse_replica_groups(None, 2) == [(0, 1), (1, 0)]
+    assert parse_replica_groups("0,2;1", 3) == [(0, 2), (1,)]
+    for bad in ("0,0", "0,5", "", "a,b", [list(range(9))]):
+        with pytest.raises(ValueError):
+            parse_replica_groups(bad, 9 if bad == [list(range(9))] else 3)
+
+
+def test_c3_scheme_avoids_the_slow_replica(tmp_path):
+    """Client-side C3 on its own state: with one request at a time (os = 0 at every
+    selection) and all-zero state first, the tie goes to slot 0 (the slow server: 30 ms).
+    One reply moves its EWMAs of service and response time to 0xFFFF/8 = 8191 each (score
+    16382, UQ12.4), above the fast servers' (1 ms) for a while; it is chosen again only
+    when theirs have converged to ~16000 + ~16000 (score ~32000 > 16382), and every reply of
+    it raises its score by ~7/8 of the gap: a handful of times out of 60 (uniform: 20)."""
+    slow = Server(tmp_path / "s0", bind=LOOP, port=0, server_id=1, sync=False,
+                  service_model="const:30000").start()
+    fast = [Server(tmp_path / f"s{k}", bind=LOOP, port=0, server_id=k + 1, sync=False,
+                   service_model="const:1000").start() for k in (1, 2)]
+    try:
+        targets = [f"{LOOP}:{s.address[1]}" for s in [slow] + fast]
+        r = run_load(",".join(targets), mode="closed", concurrency=1, requests=60,
+                     scheme="c3", replica_groups="0,1,2", seed=3, c3_n=1, c3_workers=4)
+        sel = r["c3"]["selections"]
+        assert r["replies"] == 60 and r["timeouts"] == 0
+        assert 1 <= sel[targets[0]] <= 6
+        # the two fast ones share the rest (their states are nearly equal: both are used)
+        assert min(sel[targets[1]], sel[targets[2]]) >= 20
+        assert r["by_server"]["1"]["replies"] == sel[targets[0]]
+    finally:
+        for s in [slow] + fast:
+            s.stop()
+
+
+def _fake_rsnode(front, servers, stop, rid=4):
+    """A stand-in for the switch on loopback: takes NetRS requests on ``front``, selects the
+    server ``servers[rgid % len]`` (rewrites mf = f(M_RESP), rid, rv = 77), relays the
+    response back relabelled M_MON with a source marker (what the data plane does)."""
+    back = {}
+    relay = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    relay.bind((LOOP, 0))
+    relay.settimeout(0.05)
+    front.settimeout(0.05)
+    while not stop.is_set():
+        try:
+            data, src = front.recvfrom(4096)
+            req = H.RsRequest.unpack(data)
+            assert (req.mf, req.rid, req.rv) == (H.M_REQ, 0, 0)
+            sel = req._replace(mf=H.f(H.M_RESP), rid=rid, rv=77)
+            storage = Header.unpack(data[H.REQ_LEN:])
+            back[storage.req_id] = src
+            relay.sendto(sel.pack() + data[H.REQ_LEN:], servers[req.rgid % len(servers)])
+        except socket.timeout:
+            pass
+        try:
+            data, _ = relay.recvfrom(4096)
+            resp = H.RsResponse.unpack(data)
+            assert (resp.mf, resp.rid, resp.rv) == (H.M_RESP, rid, 77)
+            out = resp._replace(mf=H.M_MON, sm=0x10001).pack() + data[H.RESP_LEN:]
+            front.sendto(out, back.pop(Header.unpack(data[H.RESP_LEN:]).req_id))
+        except socket.timeout:
+            pass
+    relay.close()
+
+
+def test_netrs_scheme_through_a_stand_in_rsnode(tmp_path):
+    srv = [Server(tmp_path / f"s{k}", bind=LOOP, port=0, server_id=k + 1, sync=False,
+                  netrs_port=0).start() for k in range(2)]
+    front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    front.bind((LOOP, 0))
+    stop = threading.Event()
+    th = threading.Thread(target=_fake_rsnode,
+                          args=(front, [s.rs_address for s in srv], stop), daemon=True)
+    th.start()
+    try:
+        # one target (the stand-in is every group's backup replica), two groups (keys
+        # even/odd): the stand-in sends group g to server g
+        tgt = f"{LOOP}:{front.getsockname()[1]}"
+        r = run_load(tgt, mode="closed", concurrency=4, requests=80, scheme="netrs",
+                     replica_groups="0;0", rs_bind_port=0, seed=5, zipf=0.0)
+        assert r["replies"] == 80 and r["timeouts"] == 0
+        assert r["netrs"]["selected"] == 80 and r["netrs"]["selected_fraction"] == 1.0
+        assert r["netrs"]["drs"] == r["netrs"]["plain"] == 0
+        assert set(r["by_server"]) == {"1", "2"}
+        assert sum(v["replies"] for v in r["by_server"].values()) == 80
+        assert srv[0].stats()["rs_replies"] + srv[1].stats()["rs_replies"] == 80
+    finally:
+        stop.set()
+        th.join(2)
+        front.close()
+        for s in srv:
+            s.stop()
+
+
+def test_engine_unwraps_the_netrs_response():
+    eng = Engine(f"{LOOP}:9", bind=(LOOP, 0))
+    peer = _sock()
+    try:
+        c = eng.send(Op.GET, 5, target=(LOOP, peer.getsockname()[1]), rs_group=0x0102,
+                     rs_avail=0x05)
+        data, src = peer.recvfrom(4096)
+        assert data[:H.REQ_LEN] == bytes.fromhex("0000 4e5253524551 0000 0102 05")
+        req = Header.unpack(data[H.REQ_LEN:])
+        resp = H.RsResponse(rid=2, mf=H.M_MON, rv=3, sm=9, ss_sid=4, ss_q=1, ss_t=16)
+        peer.sendto(resp.pack() + req.reply(Status.OK, value=b"v").pack(), src)
+        eng.wait(c, timeout=2)
+        assert c.rs == resp and c.reply.value == b"v"
+        assert c.src == peer.getsockname()
+    finally:
+        eng.close()
+        peer.close()
