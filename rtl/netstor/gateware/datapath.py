@@ -38,7 +38,7 @@ from .axis import beat_layout, pkt_layout
 from .packet_buffer import PacketBuffer, EgressQueue
 from .arbiter import IngressArbiter
 from .parser import Parser, FIRST_TO_PHV, orig_layout
-from .stages import build_element, HwEnv
+from .stages import build_element, build_stage, HwEnv
 from .delay import DelayLine
 from .deparser import DeparsePrep, PREP_LATENCY, merge_beat
 from .traffic_manager import TrafficManager
@@ -163,9 +163,8 @@ class Datapath(wiring.Component):
 
         # ---- ingress elements -----------------------------------------------------------
         S = 0
-        for idx, e in enumerate(pl.elements):
-            valid, phv, lat = build_element(m, e, pl, valid, phv, csr,
-                                            prefix=f"i{idx}_{e.program.name}_{e.name}")
+        for idx, stage in enumerate(pl.stages()):
+            valid, phv, lat = build_stage(m, stage, pl, valid, phv, csr, prefix=f"i{idx}")
             S += lat
 
         # ---- traffic manager (traffic_manager.py) ------------------------------------------

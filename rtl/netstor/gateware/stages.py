@@ -35,7 +35,7 @@ from amaranth.lib.memory import Memory
 
 from netstor.lang.program import Table, RegisterOp, Hash, Compute, Rank, hash_crc32
 
-__all__ = ["HwEnv", "build_element", "crc_matrix_hw"]
+__all__ = ["HwEnv", "build_element", "build_stage", "crc_matrix_hw"]
 
 
 class HwEnv:
@@ -114,6 +114,50 @@ def build_element(m, e, pipeline, valid_in, phv_in, csr, *, prefix):
     if isinstance(e, Rank):
         return _rank(m, e, pipeline, valid_in, phv_in, prefix)
     raise TypeError(f"unknown element {e!r}")
+
+
+def build_stage(m, elements, pipeline, valid_in, phv_in, csr, *, prefix):
+    """Elaborate the elements of one stage (:meth:`netstor.lang.Pipeline.stages`) side by
+    side on the same input; returns ``(valid_out, phv_out, latency)``, latency = the slowest
+    element's. The slowest element's output is the base; every other element's written
+    fields wait for it in short delay lines and replace the base's bits when that element's
+    condition held (so of two elements of exclusive programs writing the same field, the one
+    that acted wins; for the others it makes no difference)."""
+    if len(elements) == 1:
+        return build_element(m, elements[0], pipeline, valid_in, phv_in, csr,
+                             prefix=f"{prefix}_{elements[0].program.name}_{elements[0].name}")
+    env = HwEnv(pipeline, phv_in)
+    built = []
+    for e in elements:
+        pre = f"{prefix}_{e.program.name}_{e.name}"
+        when = Signal(name=f"{pre}_act")
+        m.d.comb += when.eq(e.when.hw(env).any())
+        v, p, lat = build_element(m, e, pipeline, valid_in, phv_in, csr, prefix=pre)
+        built.append((e, when, v, p, lat, pre))
+    L = max(b[4] for b in built)
+    base = max(range(len(built)), key=lambda i: built[i][4])
+    _, _, valid_out, base_phv, _, _ = built[base]
+    out = _phv_signal(pipeline, f"{prefix}_out")
+    m.d.comb += out.eq(base_phv)
+    for i, (e, when, _, p, lat, pre) in enumerate(built):
+        if i == base:
+            continue
+        names = pipeline.writes(e)
+        if not names:
+            continue
+        act = when
+        for k in range(L):                    # the condition, to the end of the stage
+            nw = Signal(name=f"{pre}_act{k}")
+            m.d.sync += nw.eq(act)
+            act = nw
+        vals = [target(pipeline, p, n) for n in names]
+        for k in range(L - lat):              # the written fields, to the end of the stage
+            nv = [Signal(len(v), name=f"{pre}_w{k}_{j}") for j, v in enumerate(vals)]
+            m.d.sync += [a.eq(b) for a, b in zip(nv, vals)]
+            vals = nv
+        with m.If(act):
+            m.d.comb += [target(pipeline, out, n).eq(v) for n, v in zip(names, vals)]
+    return valid_out, out, L
 
 
 def _rank(m, e, pipeline, valid_in, phv_in, prefix):

@@ -401,7 +401,12 @@ class Program:
         return b
 
     def add(self, element):
+        """Append an ingress element. A program with a UDP port acts on its own packets only:
+        ``selected`` is ANDed into the element's condition (which lets the compiler run the
+        elements of two such programs side by side, :meth:`Pipeline.stages`)."""
         element.program = self
+        if self.udp_port is not None:
+            element.when = element.when & self.selected
         self.elements.append(element)
         return element
 
@@ -424,6 +429,17 @@ class Program:
             out.append((f"{self.name}.{n}", APP_BYTES * 8 - pos - w, w))
             pos += w
         return out
+
+
+def _exclusive(a, b):
+    """Elements of two different programs that both have UDP ports never act on one packet."""
+    pa, pb = a.program, b.program
+    return (pa is not None and pb is not None and pa is not pb
+            and pa.udp_port is not None and pb.udp_port is not None)
+
+
+def _overlap(xs, ys):
+    return any(c == d and lo < hi2 and lo2 < hi for c, lo, hi in xs for d, lo2, hi2 in ys)
 
 
 class Pipeline:
@@ -496,6 +512,75 @@ class Pipeline:
     @property
     def banks(self):
         return [b for p in self.programs for b in p.banks]
+
+    def stages(self):
+        """The ingress elements grouped into stages that run side by side (each stage takes
+        as long as its slowest element), in order; the result equals running the elements
+        one after another in program order (what the golden model does).
+
+        An element goes into the earliest stage after every earlier element it depends on,
+        at bit level over the PHV (a view into ``app`` is its bits): it reads bits an earlier
+        one writes (read after write) or writes bits it writes (write after write): a later
+        stage; it writes bits an earlier one reads (write after read): the same stage at the
+        earliest (elements of a stage read the stage's input). Elements of two different
+        programs that have UDP ports never depend on each other: each acts on its own
+        program's packets only (:meth:`Program.add`), so at most one of them acts on a
+        packet; the stage takes each element's writes only when its condition held."""
+        info = [(e, *self.access(e)) for e in self.elements]
+        stage_of = []
+        for i, (e, rd, wr) in enumerate(info):
+            st = 0
+            for j in range(i):
+                d, drd, dwr = info[j]
+                if _exclusive(d, e):
+                    continue
+                if _overlap(rd, dwr) or _overlap(wr, dwr):
+                    st = max(st, stage_of[j] + 1)
+                elif _overlap(wr, drd):
+                    st = max(st, stage_of[j])
+            stage_of.append(st)
+        out = [[] for _ in range(max(stage_of, default=-1) + 1)]
+        for (e, _, _), st in zip(info, stage_of):
+            out[st].append(e)
+        return out
+
+    def writes(self, e):
+        """Names of the PHV fields element ``e`` may write."""
+        if isinstance(e, Table):
+            fs = [s.field for a in e.actions for s in a.sets]
+        elif isinstance(e, Compute):
+            fs = [s.field for s in e.sets]
+        elif isinstance(e, Hash):
+            fs = [e.dst]
+        elif isinstance(e, RegisterOp):
+            fs = [e.result] if e.result is not None else []
+        elif isinstance(e, Rank):
+            fs = e.outputs()
+        else:
+            raise TypeError(f"unknown element {e!r}")
+        return list(dict.fromkeys(f.name for f in fs))
+
+    def access(self, e):
+        """``(reads, writes)`` of element ``e`` as bit ranges ``{(container, lo, hi)}``."""
+        exprs = [e.when]
+        if isinstance(e, Table):
+            exprs += list(e.key) + [s.value for a in e.actions for s in a.sets]
+        elif isinstance(e, Compute):
+            exprs += [s.value for s in e.sets]
+        elif isinstance(e, Hash):
+            exprs += e.fields
+        elif isinstance(e, RegisterOp):
+            exprs += [e.index, e.update, e.write]
+        elif isinstance(e, Rank):
+            exprs += list(e.inputs())
+        reads = {self._bits(r.name) for x in exprs for r in x.refs() if isinstance(r, Field)}
+        return reads, {self._bits(n) for n in self.writes(e)}
+
+    def _bits(self, name):
+        if name in self.phv.fields:
+            return (name, 0, self.phv.fields[name].width)
+        base, lo, w = self.phv.views[name]
+        return (base, lo, lo + w)
 
     def field_width(self, name):
         if name in self.phv.fields:

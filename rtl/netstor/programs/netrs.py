@@ -32,7 +32,14 @@ the ranking core (``Rank``) picks one among the candidates the RGID's availabili
 the request is recirculated with the chosen id in ``meta.bridge`` (none available: dropped,
 counted in bank ``rs.noreplica``). Second pass: every state copy counts one more outstanding
 request for the chosen server; ``rs.servers`` rewrites the destination; ``MF = f(M_RESP)``,
-``RV`` = arrival time in units of 256 cycles (1.024 us at 250 MHz).
+``RV`` = the request's arrival time at the first pass, in units of 256 cycles (1.024 us at
+250 MHz; carried in ``meta.bridge`` with the chosen id).
+
+The ranking core's inputs besides the state: ``rr`` = a per-group pointer (bank ``rs.rr``)
+that cycles through ``0 .. popcount(mask) - 1``, one step per selection (round robin over the
+slots in use -- declare them from slot 0 up -- and the tie-break start of the other
+algorithms); ``rnd`` (P2C) = CRC-32 of the client address and a per-device request count
+(bank ``rs.seq``).
 
 Per response (``M_RESP``, RID local): every state copy of the server (SS server id) gets
 ``os - 1`` and EWMAs (weight 1/8) of the reported queue length, the reported service time and
@@ -118,7 +125,11 @@ def make_netrs(n_ports=2):
         *[Set(sids[k], getattr(a, f"s{k}")) for k in range(NR)]])
     p.add(Table("rgroups", kind="exact", key=[group], size=64, ways=4, actions=[replicas],
                 when=(kind == 1) & first & local))
-    p.add(Hash("rnd", rnd, [F.ipv4.src, F.udp.sport, h["x"]], when=req1))
+    # P2C's random bits: a hash of the client and a per-device request count
+    count = p.meta("count", 32)
+    p.add(RegisterOp.add("seq", p.bank("seq", width=32, depth=1), 0, 1, result=count,
+                         when=req1))
+    p.add(Hash("rnd", rnd, [F.ipv4.src, count], when=req1))
 
     # per-server state, 8 copies (one per candidate slot): read for a selection, os + 1 on
     # the second pass, os - 1 and EWMAs on a response
@@ -138,14 +149,23 @@ def make_netrs(n_ports=2):
                          index=Mux(pass2, F.meta.bridge[0:6], Mux(upd, rsid, sids[k][0:6])),
                          update=update, write=pass2 | upd, result=cells[k], returns="old",
                          when=select | pass2 | upd))
-    p.add(Rank("select", algo=algo, avail=avail_bits & declared, n=nmul, rr=0, rnd=rnd,
+    # round-robin pointer (and tie-break start) per group: 0 .. (slots in use) - 1
+    rr = p.meta("rr", 8)
+    used = Const(0, 4)
+    for k in range(NR):
+        used = used + Cat(declared[k], Const(0, 3))
+    p.add(RegisterOp("rr", p.bank("rr", width=8, depth=64), index=group[0:6],
+                     update=lambda old: Mux((old + 1)[0:8] >= used, Const(0, 8), old + 1),
+                     result=rr, returns="old", when=select))
+    p.add(Rank("select", algo=algo, avail=avail_bits & declared, n=nmul, rr=rr[0:3], rnd=rnd,
                replicas=[(c[0:16], c[16:24], c[24:40], c[40:56]) for c in cells],
                found=found, index=idx, when=select))
     pick = sids[0]
     for k in range(1, NR):
         pick = Mux(idx == k, sids[k], pick)
     p.add(Compute("steer", [
-        Set(chosen, pick), Set(F.meta.bridge, pick), Set(F.meta.recirc, found),
+        Set(chosen, pick), Set(F.meta.bridge, Cat(pick, F.meta.arrival[8:24])),
+        Set(F.meta.recirc, found),
         Set(F.meta.drop, ~found)], when=select))
     p.add(RegisterOp.add("count_noreplica", p.bank("noreplica", width=32, depth=1), 0, 1,
                          when=select & ~found))
@@ -167,7 +187,7 @@ def make_netrs(n_ports=2):
     p.add(Table("servers", kind="exact", key=[F.meta.bridge[0:8]], size=SERVERS, ways=4,
                 actions=[server], when=pass2))
     p.add(Compute("relabel_req", [Set(h["mf"], f(M_RESP)),
-                                  Set(h["rv"], F.meta.arrival[8:24])], when=pass2))
+                                  Set(h["rv"], F.meta.bridge[8:24])], when=pass2))
 
     # responses: source marker from the server side, relabel for the monitor
     p.add(RegisterOp.read("marker", p.bank("marker", width=32, depth=1), 0, result=mk,

@@ -96,10 +96,22 @@ class State:
         st[2] = ew(st[2], t)
         st[3] = ew(st[3], min(rt_units * 16, 0xFFFF))
 
-    def pick(self, algo, avail, sids, n=1):
+    def pick(self, algo, avail, sids, n=1, rr=0, rnd=0):
         reps = [R.Replica(*self.get(s)) for s in sids]
-        found, idx, _ = R.rank(algo, avail, reps + [R.Replica()] * (8 - len(reps)), n=n)
+        found, idx, _ = R.rank(algo, avail, reps + [R.Replica()] * (8 - len(reps)), n=n,
+                               rr=rr, rnd=rnd)
         return sids[idx] if found else None
+
+
+class Pointer:
+    """The per-group round-robin pointer: 0 .. slots in use - 1, one step per selection."""
+
+    def __init__(self, used):
+        self.used, self.v = used, 0
+
+    def step(self):
+        v, self.v = self.v, (self.v + 1) % self.used
+        return v
 
 
 def test_selection_follows_the_state_and_the_ranking_core(rs):
@@ -107,8 +119,9 @@ def test_selection_follows_the_state_and_the_ranking_core(rs):
     sids = [1, 2, 3]
     arrival = 1 << 12
     chosen = []
+    ptr = Pointer(3)
     for i in range(12):
-        exp = st.pick(0, 0b111, sids)
+        exp = st.pick(0, 0b111, sids, rr=ptr.step())
         chosen.append(exp)
         out = rs.process(request(7), 0, arrival=arrival)
         assert len(out) == 1 and out[0].port == 1
@@ -200,3 +213,35 @@ def test_bad_magic_is_plain_traffic(rs):
     (o,) = rs.process(bytes(frame), 0)
     assert parse(o.frame)["port_dst"] == "10.77.9.9"            # routed as addressed
     assert all(rs.mem_read(f"rs.st{k}", s) == 0 for k in range(8) for s in (1, 2, 3))
+
+
+def test_round_robin_and_power_of_two_choices(rs):
+    w = TableWriter(rs.pipeline)
+    slots = {"s0": 1, "s1": 2, "s2": 3, **{f"s{k}": 0 for k in range(3, 8)}}
+    for o in (w.exact_add("rs.rgroups", [9], "replicas", {"algo": 3, "n": 1, "mask": 0b111,
+                                                          **slots}),
+              w.exact_add("rs.rgroups", [10], "replicas", {"algo": 2, "n": 1, "mask": 0b111,
+                                                           **slots})):
+        apply_writes(rs, o)
+    # round robin: 1, 2, 3, 1, 2, ... (the pointer wraps at the 3 slots in use), and a slot
+    # the request excludes is skipped to the next one
+    got = [parse(rs.process(request(9), 0)[0].frame)["port_dst"] for _ in range(7)]
+    assert got == [SERVERS[s] for s in (1, 2, 3, 1, 2, 3, 1)]
+    (o,) = rs.process(request(9, avail=0b101), 0)           # pointer at slot 1 -> slot 2
+    assert parse(o.frame)["port_dst"] == SERVERS[3]
+    # P2C: two candidates from CRC-32(client address, request count), the one with fewer
+    # outstanding requests wins (state: every request so far is outstanding)
+    from netstor.lang.program import hash_crc32
+    st = State()
+    for s in got + [SERVERS[3]]:
+        st.sent({v: k for k, v in SERVERS.items()}[s])
+    count = rs.mem_read("rs.seq", 0)
+    picks = []
+    for i in range(40):
+        rnd = hash_crc32(ip("10.77.0.1") | (count + 1 + i) << 32, 64) & 0xFFFF
+        exp = st.pick(2, 0b111, [1, 2, 3], rnd=rnd)
+        (o,) = rs.process(request(10), 0)
+        assert parse(o.frame)["port_dst"] == SERVERS[exp], i
+        st.sent(exp)
+        picks.append(exp)
+    assert sorted(set(picks)) == [1, 2, 3] and max(map(picks.count, (1, 2, 3))) <= 16
