@@ -218,3 +218,11 @@ def apply_config(dev, config, *, dry_run=False):
 
 class _DryRun(Exception):
     pass
+
+
+def _netrs_section(dev, value, dry_run):
+    from netstor.netrs.config import apply_section
+    apply_section(dev, value, dry_run)
+
+
+register_section("netrs", _netrs_section)

@@ -6,8 +6,12 @@ Every rule is a dict::
      "action": <action name>, "params": {<name>: <value>, ...}}
 
 ``match`` is an exact match unless a value is an IPv4 prefix ``"a.b.c.d/len"`` (LPM);
-``match == {}`` is the table's default entry.  The logical table names below are
-placeholders until the data-plane tables exist; a back end maps them 1:1.
+``match == {}`` is the table's default entry.  This is the *logical* view of the rules
+(table names ``netrs_*``, ECMP next-hop sets), which the rule-walking tests check; the
+entries the data plane really holds (``rs.tgroups``, ``rs.local``, ``rs.forward``,
+``rs.rgroups``, ``rs.servers``, ``rs.marker``, ``l3.routes``) come from
+:func:`netstor.netrs.config.plan_configs`, as one netstor configuration (with a ``netrs:``
+section) per device.
 
 Logical tables:
 

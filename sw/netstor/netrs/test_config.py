@@ -1,0 +1,262 @@
+"""A placement plan as real data-plane entries: the ``netrs:`` section expands into the
+program's tables, and a k=4 fat tree of golden models (one per switch, 4 wire ports, each
+configured through the netstor config format with :func:`plan_configs`) carries requests
+from every client to its planned RSNode, which selects the replica the ranking reference
+predicts; responses update the state that the next selection uses; DRS groups go to the
+backup replica unselected."""
+from __future__ import annotations
+
+import ipaddress
+import struct
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from netstor.api import Device
+from netstor.config import ConfigError
+from netstor.model import ranking as R
+from netstor.model.dataplane import DataplaneModel
+from netstor.netrs.config import (device_ports, expand_section, host_mac, plan_configs,
+                                  ring_replica_groups, server_ids)
+from netstor.netrs.header import M_DRS, M_MON, M_REQ, M_RESP, NETRS_UDP_PORT, RsRequest, f
+from netstor.netrs.placement import Plan, paper_instance, solve_with_drs, tor_based_plan
+from netstor.netrs.rules import assign_rsnode_ids
+from netstor.programs import default_pipeline
+from netstor.proto import Header, Op
+
+K = 4
+
+
+@pytest.fixture(scope="module")
+def schema4():
+    from netstor.build import build_core
+    return build_core(default_pipeline(K)).schema
+
+
+class Fabric:
+    """Every switch of the fat tree a golden model configured with its config."""
+
+    def __init__(self, topo, configs, schema):
+        self.topo = topo
+        self.models = {}
+        for sw, cfg in configs.items():
+            m = DataplaneModel(default_pipeline(K))
+            Device.open("model", schema=schema, model=m).apply(cfg)
+            self.models[sw] = m
+
+    def send(self, host, frame, arrival=0):
+        """Deliver ``frame`` sent by ``host``: ``[(host reached, frame, [(switch, mf at
+        ingress), ...])]``."""
+        topo = self.topo
+        tor = topo.hosts[host].tor
+        todo = [(tor, device_ports(topo, tor).index(host), frame, [])]
+        out = []
+        for _ in range(64):
+            if not todo:
+                return out
+            dev, port, fr, path = todo.pop()
+            path = path + [(dev, _mf(fr))]
+            for o in self.models[dev].process(fr, port, arrival=arrival):
+                assert o.port < K, f"{dev}: to the host port {o.port}"
+                nxt = device_ports(topo, dev)[o.port]
+                if nxt in topo.hosts:
+                    assert Ether(o.frame).dst == host_mac(topo, nxt)
+                    out.append((nxt, o.frame, path))
+                else:
+                    todo.append((nxt, device_ports(topo, nxt).index(dev), o.frame, path))
+        raise AssertionError("forwarding loop")
+
+
+def _mf(frame):
+    p = Ether(frame)
+    if UDP not in p or p[UDP].dport != NETRS_UDP_PORT:
+        return None
+    return int.from_bytes(bytes(p[UDP].payload)[2:8], "big")
+
+
+def request(topo, client, backup, rgid, avail=0xFF, req_id=1):
+    c = topo.hosts[client]
+    return bytes(Ether(src=host_mac(topo, client), dst="02:4e:52:ff:ff:ff")
+                 / IP(src=c.ip, dst=topo.hosts[backup].ip, ttl=64)
+                 / UDP(sport=NETRS_UDP_PORT, dport=NETRS_UDP_PORT)
+                 / (RsRequest(rgid=rgid, avail=avail).pack()
+                    + Header(op=Op.GET, key=7, req_id=req_id).pack()))
+
+
+def response(topo, server, client, h, sid, q, t):
+    hdr = struct.pack("!H6sHIHHHH", h["rid"], M_RESP.to_bytes(6, "big"), h["rv"], 0, 6, sid,
+                      q, t)
+    return bytes(Ether(src=host_mac(topo, server), dst="02:4e:52:ff:ff:ff")
+                 / IP(src=topo.hosts[server].ip, dst=topo.hosts[client].ip, ttl=64)
+                 / UDP(sport=NETRS_UDP_PORT, dport=NETRS_UDP_PORT) / (hdr + b"reply"))
+
+
+def _hdr(frame):
+    b = bytes(Ether(frame)[UDP].payload)
+    rid, mf, rv = struct.unpack("!H6sH", b[:10])
+    return {"rid": rid, "mf": int.from_bytes(mf, "big"), "rv": rv,
+            "dst": Ether(frame)[IP].dst}
+
+
+class Ref:
+    """Independent re-statement of an RSNode's selection state (spec: the module doc of
+    ``netstor.programs.netrs``): per server q, os, t, r; per group a round-robin pointer
+    that is also C3's tie-break start; the choice from ``netstor.model.ranking.rank``."""
+
+    def __init__(self):
+        self.state, self.ptr = {}, {}
+
+    def pick(self, dev, rgid, sids):
+        st = [self.state.setdefault((dev, s), [0, 0, 0, 0]) for s in sids]
+        key = (dev, rgid & 63)
+        rr = self.ptr.get(key, 0)
+        self.ptr[key] = (rr + 1) % len(sids)
+        found, idx, _ = R.rank(R.C3, (1 << len(sids)) - 1, [R.Replica(*x) for x in st],
+                               n=1, rr=rr)
+        assert found
+        self.state[(dev, sids[idx])][1] = min(255, st[idx][1] + 1)
+        return idx
+
+    def reply(self, dev, sid, q, t, rt_units):
+        st = self.state[(dev, sid)]
+        ew = lambda o, x: (7 * o + x) >> 3                               # noqa: E731
+        st[0], st[1] = ew(st[0], min(q * 16, 0xFFFF)), max(0, st[1] - 1)
+        st[2], st[3] = ew(st[2], t), ew(st[3], min(rt_units * 16, 0xFFFF))
+
+
+def _setup(schema, plan_kind):
+    inst = paper_instance(K, seed=1)
+    if plan_kind == "tor":
+        plan = tor_based_plan(inst)
+    else:
+        plan = solve_with_drs(inst)[0].plan.copy()
+    clients = {h for g in inst.groups.values() for h in g.hosts}
+    rgroups = ring_replica_groups([h for h in inst.topo.hosts if h not in clients])
+    configs = plan_configs(inst, plan, rgroups)
+    return inst, plan, rgroups, Fabric(inst.topo, configs, schema)
+
+
+@pytest.mark.parametrize("plan_kind", ["tor", "ilp"])
+def test_every_client_reaches_its_rsnode_and_a_replica(schema4, plan_kind):
+    inst, plan, rgroups, fab = _setup(schema4, plan_kind)
+    topo = inst.topo
+    ids = assign_rsnode_ids(topo)
+    sid = server_ids({s for g in rgroups.values() for s in g})
+    assert plan.assignment, "the plan places RSNodes"
+    tiers = set()
+    ref = Ref()
+    for g, grp in sorted(inst.groups.items()):
+        for client in grp.hosts:
+            for rgid, members in sorted(rgroups.items()):
+                backup = members[-1]
+                ((host, fr, path),) = fab.send(client, request(topo, client, backup, rgid))
+                h = _hdr(fr)
+                if g in plan.drs:
+                    assert host == backup and h["mf"] == f(M_DRS)
+                    continue
+                rsnode = topo.operators[plan.assignment[g]]
+                tiers.add(rsnode.tier)
+                # the request is a client request up to the RSNode, selected after it
+                at = [d for d, mf in path if mf == M_REQ]
+                assert path[len(at)][0] != rsnode.switch if len(at) < len(path) else True
+                assert at[-1] == rsnode.switch, (g, path)
+                assert all(mf == f(M_RESP) for _, mf in path[len(at):])
+                assert h["mf"] == f(M_RESP) and h["rid"] == ids[rsnode.name]
+                # no replies yet (t = 0: equal C3 scores): the reference's tie-break
+                idx = ref.pick(rsnode.switch, rgid, [sid[m] for m in members])
+                assert host == members[idx], (g, rgid)
+                assert h["dst"] == topo.hosts[host].ip
+    if plan_kind == "ilp":
+        assert tiers & {0, 1}, "the ILP plan uses an RSNode above the ToRs"
+
+
+def test_responses_update_the_state_the_next_selection_uses(schema4):
+    """ToR RSNodes (the response passes them on its way back): after a slow reply from slot
+    0 the reference state makes slot 1 the C3 choice, and the data plane agrees."""
+    inst, plan, rgroups, fab = _setup(schema4, "tor")
+    topo = inst.topo
+    sid = server_ids({s for g in rgroups.values() for s in g})
+    g = next(g for g in sorted(inst.groups) if g in plan.assignment)
+    client = inst.groups[g].hosts[0]
+    rgid, members = sorted(rgroups.items())[0]
+    dev = topo.operators[plan.assignment[g]].switch
+    ref = Ref()
+    picks = []
+    for step in range(8):
+        idx = ref.pick(dev, rgid, [sid[m] for m in members])
+        ((host, fr, path),) = fab.send(client, request(topo, client, members[0], rgid,
+                                                       req_id=step), arrival=step << 12)
+        assert host == members[idx], (step, ref.state)
+        picks.append(idx)
+        # the server answers: slow for slot 0, quick for the others
+        q, t = (3, 0xFFFF) if host == members[0] else (0, 16)
+        h = _hdr(fr)
+        now = (step << 12) + (40 << 8)
+        ((back, bfr, bpath),) = fab.send(host, response(topo, host, client, h, sid[host], q, t),
+                                         arrival=now)
+        assert back == client and _hdr(bfr)["mf"] == M_MON
+        assert dev in [d for d, _ in bpath]
+        ref.reply(dev, sid[host], q, t, ((now >> 8) - h["rv"]) & 0xFFFF)
+        # the state copies in the data plane hold what the reference holds
+        for s_ in members:
+            cell = fab.models[dev].mem_read("rs.st0", sid[s_])
+            assert [cell & 0xFFFF, (cell >> 16) & 0xFF, (cell >> 24) & 0xFFFF, cell >> 40] \
+                == ref.state[(dev, sid[s_])]
+    # the slow server was avoided after its reply: not a plain rotation
+    assert picks.count(0) < picks.count(1) + picks.count(2) - 1, picks
+
+
+def test_drs_group_goes_to_the_backup_replica(schema4):
+    inst, plan, rgroups, _ = _setup(schema4, "tor")
+    g = sorted(plan.assignment)[0]
+    plan = plan.copy()
+    del plan.assignment[g]
+    plan.drs.add(g)
+    fab = Fabric(inst.topo, plan_configs(inst, plan, rgroups), schema4)
+    client = inst.groups[g].hosts[0]
+    rgid, members = sorted(rgroups.items())[1]
+    ((host, fr, _),) = fab.send(client, request(inst.topo, client, members[2], rgid))
+    assert host == members[2] and _hdr(fr)["mf"] == f(M_DRS) and _hdr(fr)["rid"] == 0xFFFF
+
+
+def test_section_expands_to_table_entries():
+    exp = expand_section({"marker": {"pod": 2, "rack": 3}, "rsnodes": [5],
+                          "traffic_groups": [{"prefix": "10.0.0.0/24", "tg": 1, "rsnode": 5},
+                                             {"prefix": "10.0.0.9/32", "rsnode": "drs"}],
+                          "replica_groups": [{"id": 7, "servers": [1, 2, 3], "algo": "lor",
+                                              "n": 4}]})
+    assert exp["banks"] == {"rs.marker": {0: (2 << 16) | 3}}
+    assert exp["tables"]["rs.local"]["entries"] == [{"key": 5, "action": "local"}]
+    tg = exp["tables"]["rs.tgroups"]["entries"]
+    assert tg[1]["params"] == {"rid": 0xFFFF, "tg": 0}
+    (rg,) = exp["tables"]["rs.rgroups"]["entries"]
+    assert rg["key"] == 7 and rg["params"]["mask"] == 0b111 and rg["params"]["algo"] == 1
+    assert [rg["params"][f"s{k}"] for k in range(8)] == [1, 2, 3, 0, 0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("sec, msg", [
+    ({"bogus": 1}, "unknown field"),
+    ({"rsnodes": ["drs"]}, "not an RSNode"),
+    ({"replica_groups": [{"id": 1, "servers": list(range(1, 10))}]}, "1..8"),
+    ({"replica_groups": [{"id": 1, "servers": [1], "algo": "best"}]}, "not one of"),
+    ({"servers": [{"id": 64, "ip": "1.2.3.4", "mac": 1, "smac": 2, "port": 1}]}, "0..63"),
+    ({"traffic_groups": [{"prefix": "10.0.0.1/33", "rsnode": 1}]}, "prefix"),
+    ({"traffic_groups": [{"prefix": "10.0.0.0/24", "rsnode": 1, "tg": 16}]}, "0..15"),
+])
+def test_section_errors_name_the_place(sec, msg):
+    with pytest.raises(ConfigError, match=msg):
+        expand_section(sec)
+
+
+def test_section_applies_through_the_config_and_bad_values_write_nothing():
+    d = Device.open("model", model=DataplaneModel(default_pipeline()))
+    d.apply({"netrs": {"marker": 0x10002, "rsnodes": [3],
+                       "servers": [{"id": 1, "ip": "10.77.1.10", "mac": "02:00:00:00:01:0a",
+                                    "smac": "02:00:00:00:ff:01", "port": 1}]}})
+    assert d.bank("rs.marker").read(0) == 0x10002
+    assert [e["key"] for e in d.table("rs.local").dump()] == [[3]]
+    with pytest.raises(ConfigError, match="netrs"):
+        d.apply({"netrs": {"rsnodes": [4], "servers": [{"id": 2, "ip": "10.77.1.11",
+                                                        "mac": 1, "smac": 2, "port": 17}]}})
+    assert [e["key"] for e in d.table("rs.local").dump()] == [[3]]
