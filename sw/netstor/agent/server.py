@@ -95,6 +95,7 @@ class Server:
     ``dropped``). ``service_ns``: the workers' total service time (LMDB work and the
     modelled delay, clones included). NetRS: ``rs_received``, ``rs_replies``,
     ``rs_dropped`` (not a NetRS request a server may get; also in ``dropped``).
+    ``slow_served``: requests served while a ``fluct`` service model was in its slow mode.
 
     ``netclone_port``: None (default) = no NetClone socket; 0 = any free port; else that
     port (``nc_address`` is the bound address). ``netrs_port``: the same for the NetRS
@@ -141,7 +142,7 @@ class Server:
                        dropped=0, storage_errors=0, send_errors=0, heartbeats_sent=0,
                        heartbeat_failures=0, nc_received=0, nc_replies=0, clones_dropped=0,
                        nc_dropped=0, service_ns=0, rs_received=0, rs_replies=0,
-                       rs_dropped=0)
+                       rs_dropped=0, slow_served=0)
         self._by_op = {"GET": 0, "PUT": 0, "DEL": 0}
 
     # -- life cycle --------------------------------------------------------------------------
@@ -435,6 +436,7 @@ class Server:
                     log.warning("storage error on %s key=%d: %s", Op.name(h.op), h.key, e)
                     status, value = Status.ERROR, b""
                 delay = model.sample_ns()
+                slow = model.fluct_slow()
                 if delay > 0:
                     t_end = t0 + (clock() - t0) + delay
                     sleep(delay / 1e9)
@@ -447,6 +449,7 @@ class Server:
                     ql = self._pending
                     c["served"] += 1
                     c["service_ns"] += service
+                    c["slow_served"] += slow
                     c[{Status.OK: "ok", Status.NOT_FOUND: "not_found"}.get(
                         status, "storage_errors")] += 1
                     self._by_op[Op.NAMES[h.op]] += 1
@@ -604,10 +607,10 @@ def main(argv=None):
         s = srv.stats()
         log.info("stopped: served %d, busy %d, bad_request %d, dropped %d, storage errors %d, "
                  "netclone received %d, clones dropped %d, service time %.3f s, "
-                 "netrs received %d, netrs dropped %d",
+                 "netrs received %d, netrs dropped %d, slow served %d",
                  s["served"], s["busy"], s["bad_request"], s["dropped"], s["storage_errors"],
                  s["nc_received"], s["clones_dropped"], s["service_ns"] / 1e9,
-                 s["rs_received"], s["rs_dropped"])
+                 s["rs_received"], s["rs_dropped"], s["slow_served"])
     return 0
 
 

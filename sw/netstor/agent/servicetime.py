@@ -14,6 +14,12 @@ Specs (all times in microseconds unless the name says otherwise):
     time-varying: exponential with mean ``MEAN_US``, multiplied by ``FACTOR`` during the
     first ``DUTY`` fraction (default 0.5) of every ``PERIOD_MS`` window (counted from when
     the model was created).
+``fluct:MEAN_US:D:INTERVAL_MS``
+    the NetRS paper's fluctuating server (section 6.1, after C3): exponential service time
+    whose mean changes every ``INTERVAL_MS`` (counted from when the model was created),
+    independently per server: ``MEAN_US`` or ``MEAN_US / D`` with equal probability (a
+    bimodal distribution with range parameter ``D``). The mode of interval ``i`` is drawn
+    from the model's seed and ``i`` alone, so a seeded server repeats its fluctuation.
 
 :func:`parse` turns a spec into a model; every model has ``sample_ns(now_ns=None) -> int``.
 """
@@ -28,7 +34,7 @@ import time
 __all__ = ["ServiceModel", "parse", "SpecError", "SPEC_HELP"]
 
 SPEC_HELP = ("none | const:US | exp:MEAN_US | bimodal:P:FAST_US:SLOW_US | "
-             "slowdown:MEAN_US:FACTOR:PERIOD_MS[:DUTY]")
+             "slowdown:MEAN_US:FACTOR:PERIOD_MS[:DUTY] | fluct:MEAN_US:D:INTERVAL_MS")
 
 
 class SpecError(ValueError):
@@ -45,6 +51,8 @@ class ServiceModel:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._t0 = time.monotonic_ns()
+        self._seed = random.Random(seed).getrandbits(64)
+        self._mode = (None, False)          # fluct: (interval index, slow?)
 
     def __repr__(self):
         return f"ServiceModel({self.spec!r})"
@@ -59,6 +67,8 @@ class ServiceModel:
             return float(p[0])
         if self.kind == "bimodal":
             return (1 - p[0]) * p[1] + p[0] * p[2]
+        if self.kind == "fluct":
+            return p[0] * (1 + 1 / p[1]) / 2
         mean, factor, _period, duty = p
         return mean * (duty * factor + (1 - duty))
 
@@ -70,6 +80,18 @@ class ServiceModel:
         _mean, _factor, period_ms, duty = self.params
         period_ns = period_ms * 1e6
         return ((now_ns - self._t0) % period_ns) < duty * period_ns
+
+    def fluct_slow(self, now_ns=None):
+        """``fluct``: True while the current interval is in the slow mode (mean MEAN_US)."""
+        if self.kind != "fluct":
+            return False
+        now_ns = time.monotonic_ns() if now_ns is None else now_ns
+        i = int((now_ns - self._t0) // (self.params[2] * 1e6))
+        idx, slow = self._mode
+        if idx != i:
+            slow = random.Random(self._seed * 1_000_003 + i).random() < 0.5
+            self._mode = (i, slow)
+        return slow
 
     def sample_ns(self, now_ns=None):
         """One extra delay in nanoseconds (``now_ns``: monotonic time, for ``slowdown``)."""
@@ -84,6 +106,11 @@ class ServiceModel:
             return int(-math.log(1.0 - u) * p[0] * 1000)
         if k == "bimodal":
             return int((p[2] if u < p[0] else p[1]) * 1000)
+        if k == "fluct":
+            with self._lock:
+                slow = self.fluct_slow(now_ns)
+            mean = p[0] if slow else p[0] / p[1]
+            return int(-math.log(1.0 - u) * mean * 1000)
         mean = p[0] * (p[1] if self.slow_phase(now_ns) else 1.0)
         return int(-math.log(1.0 - u) * mean * 1000)
 
@@ -105,7 +132,7 @@ def _num(text, what, spec, lo=0.0, hi=math.inf, lo_open=False):
 
 
 _ARITY = {"none": (0, 0), "const": (1, 1), "exp": (1, 1), "bimodal": (3, 3),
-          "slowdown": (3, 4)}
+          "slowdown": (3, 4), "fluct": (3, 3)}
 
 
 def parse(spec, seed=None):
@@ -131,6 +158,9 @@ def parse(spec, seed=None):
     elif kind == "bimodal":
         params = (_num(args[0], "probability P", text, 0.0, 1.0),
                   _num(args[1], "FAST_US", text), _num(args[2], "SLOW_US", text))
+    elif kind == "fluct":
+        params = (_num(args[0], "MEAN_US", text), _num(args[1], "D", text, 1.0),
+                  _num(args[2], "INTERVAL_MS", text, lo_open=True))
     else:
         params = (_num(args[0], "MEAN_US", text), _num(args[1], "FACTOR", text),
                   _num(args[2], "PERIOD_MS", text, lo_open=True),

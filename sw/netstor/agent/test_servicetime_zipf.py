@@ -116,3 +116,28 @@ def test_zipf_edges():
         Zipf(0)
     with pytest.raises(ValueError):
         Zipf(10, -1)
+
+
+def test_fluct_modes_per_interval():
+    """NetRS paper's fluctuation: per 50 ms interval the mean is 4000 us or 1000 us (d = 4);
+    the per-interval sample means fall near one of the two, about half the intervals each,
+    and a seeded model repeats its modes."""
+    from netstor.agent import servicetime as st
+    m = st.parse("fluct:4000:4:50", seed=11)
+    assert m.mean_us == 2500.0
+    t0 = m._t0
+    slow_n = 0
+    for i in range(40):
+        now = t0 + int((i + 0.5) * 50e6)
+        xs = [m.sample_ns(now) / 1000 for _ in range(400)]
+        mean = sum(xs) / len(xs)
+        slow = m.fluct_slow(now)
+        slow_n += slow
+        want = 4000 if slow else 1000
+        assert abs(mean - want) < 0.2 * want, (i, mean, slow)
+    assert 10 <= slow_n <= 30
+    again = st.parse("fluct:4000:4:50", seed=11)
+    assert [again.fluct_slow(again._t0 + int((i + 0.5) * 50e6)) for i in range(40)] == \
+        [m.fluct_slow(t0 + int((i + 0.5) * 50e6)) for i in range(40)]
+    with pytest.raises(st.SpecError):
+        st.parse("fluct:4000:0.5:50")

@@ -320,3 +320,39 @@ def plan_configs(inst, plan, replica_groups=None, *, algo="c3", n=1, routes=True
                                            "entries": _routes(topo, dev)}}
         out[dev] = cfg
     return out
+
+
+# ---- a test-bed rack -----------------------------------------------------------------------------
+
+RACK_RSNODE = 1
+
+
+def rack_config(hosts, clients, servers, *, groups=None, algo="c3", n=1, rsnode=RACK_RSNODE):
+    """The configuration that runs NetRS on a test-bed rack (:class:`netstor.testbed.rack.Rack`):
+    the switch is the ToR and the only RSNode (id ``rsnode``): the clients' /24 is one traffic
+    group, server ``rack.servers[k]`` is NetRS server ``k + 1``, replica groups are
+    ``groups`` (lists of indexes into ``servers``; default: 3 consecutive servers on a ring,
+    as :func:`netstor.agent.load.parse_replica_groups` makes them), plus the rack's /32
+    routes (responses and requests after selection are routed). Returns ``(config, groups)``.
+    """
+    from netstor.testbed import netns
+    from netstor.testbed.rack import port_mac, route_config
+    from netstor.agent.load import parse_replica_groups
+    servers, clients = list(servers), list(clients)
+    groups = parse_replica_groups(groups, len(servers))
+    if len(servers) >= SERVERS:
+        raise ValueError(f"{len(servers)} servers: NetRS server ids are below {SERVERS}")
+    cfg = route_config(list(hosts))
+    seg = clients[0].segment
+    cfg["netrs"] = {
+        "marker": {"pod": 0, "rack": 0},
+        "rsnodes": [rsnode],
+        "traffic_groups": [{"prefix": f"{c.ip}/32", "tg": 0, "rsnode": rsnode}
+                           for c in clients if c.segment == seg],
+        "servers": [{"id": k + 1, "ip": h.ip, "mac": h.mac_str,
+                     "smac": netns.mac_str(port_mac(h.segment)), "port": h.segment}
+                    for k, h in enumerate(servers)],
+        "replica_groups": [{"id": g, "servers": [k + 1 for k in members], "algo": algo,
+                            "n": n} for g, members in enumerate(groups)],
+    }
+    return cfg, groups

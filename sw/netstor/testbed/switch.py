@@ -232,8 +232,12 @@ class ModelDataplane:
                                        control, self.lock).start()
 
     def process(self, frame, port):
+        # the arrival timestamp a card would give: its 250 MHz core clock (32 bits); NetRS
+        # times responses with it
+        arrival = (time.monotonic_ns() >> 2) & 0xFFFF_FFFF
         with self.lock:
-            return [(o.port, o.frame) for o in self.model.process(frame, port)]
+            return [(o.port, o.frame) for o in self.model.process(frame, port,
+                                                                    arrival=arrival)]
 
     def counters(self):
         with self.lock:
