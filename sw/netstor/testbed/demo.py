@@ -162,6 +162,9 @@ def run_demo(*, servers=3, clients=2, rate=250.0, duration=5.0, write_ratio=0.1,
             res["netclone"] = run_netclone_step(rack, tmp, rate=rate,
                                                 duration=min(duration, 3.0))
             print(format_line(res["netclone"]["summary"]), file=out, flush=True)
+            from netstor.netrs.demo import format_line as rs_line, run_netrs_step
+            res["netrs"] = run_netrs_step(rack, tmp, rate=rate, duration=min(duration, 3.0))
+            print(rs_line(res["netrs"]["summary"]), file=out, flush=True)
         return res
 
 

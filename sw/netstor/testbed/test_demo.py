@@ -31,6 +31,15 @@ def test_storage_agents_through_model_switch(capsys):
     assert st["ports"]["1"]["rx_frames"] == replies == st["ports"]["0"]["tx_frames"]
     assert st["dataplane"]["l3.routes.hit"] == sent + replies
     assert st["to_host_total"] == 0 and st["drops"] == 0 and st["tx_errors"] == 0
+    # NetRS step: every request selected by the switch (C3), its monitor counted every
+    # response (one rack: class "same rack"), each server answered some, the counters agree
+    rs = res["netrs"]["summary"]
+    assert rs["timeouts"] == 0 and rs["replies"] == rs["sent"] == rs["selected"] > 10, rs
+    assert rs["monitor"] == {"same_rack": rs["replies"], "same_pod": 0, "other_pod": 0}
+    assert sum(rs["per_server"].values()) == rs["replies"] and rs["noreplica"] == 0
+    dp = res["netrs"]["switch"]["dataplane"]
+    assert dp["rs.rgroups.hit"] == dp["rs.servers.hit"] == rs["sent"]
+    assert "NetRS (" in out and "selected by the switch" in out
 
 
 def _procs_mentioning(text):
