@@ -101,6 +101,10 @@ class CoreEnv:
         dut.rst.value = 1
         await ClockCycles(dut.clk, 8)
         dut.rst.value = 0
+        # cycles since reset: the parser's arrival counter (meta.arrival) give or take the
+        # input path's few cycles
+        self.cycle = 0
+        cocotb.start_soon(self._count_cycles())
         await ClockCycles(dut.clk, 4)
         for p in range(self.P):
             if not self.eth_mac:
@@ -158,15 +162,28 @@ class CoreEnv:
         self._tag = (self._tag + 1) & 0xFFFF
         return self._tag
 
-    def expect(self, frame, port, user=None):
+    def expect(self, frame, port, user=None, arrival=0):
         """Run ``frame`` through the model and record the expected outputs."""
         if user is None:
             user = (self.new_tag() << 1) if port >= self.P else 0
-        for o in self.model.process(bytes(frame), port, user=user):
+        for o in self.model.process(bytes(frame), port, user=user, arrival=arrival):
             self.expected[o.port].append((bytes(o.frame), o.user))
         return user
 
-    async def send(self, frame, port, user=None, *, model=True):
+    def expect_deferred(self):
+        """Record the model's outputs of the recirculated passes it held back
+        (``model.deferred``, see ``DataplaneModel.run_deferred``)."""
+        for o in self.model.run_deferred():
+            self.expected[o.port].append((bytes(o.frame), o.user))
+
+    async def _count_cycles(self):
+        while True:
+            await RisingEdge(self.dut.clk)
+            self.cycle += 1
+
+    async def send(self, frame, port, user=None, *, model=True, arrival=0):
+        """Queue ``frame`` on input ``port``; the model runs on it now (``arrival``: the
+        ``meta.arrival`` the model uses; see :attr:`cycle`)."""
         if self.eth_mac and port < self.P:
             # the MAC stamps the frame (RX tuser = PTP time << 1) when it starts sending it:
             # the model runs on the frame then, with the tuser the hardware saw
@@ -174,7 +191,7 @@ class CoreEnv:
                 self.expect(f.data, port, (f.ptp_timestamp or 0) << 1)
             await self.src[port].send(EthMacFrame(bytes(frame), tx_complete=stamped))
             return None
-        user = self.expect(frame, port, user) if model else (user or 0)
+        user = self.expect(frame, port, user, arrival) if model else (user or 0)
         if port >= self.P:   # every host packet is completed, even one the block drops
             self.sent_host_tags[port - self.P].append((user >> 1) & 0xFFFF)
         await self.src[port].send(AxiStreamFrame(bytes(frame), tuser=user))

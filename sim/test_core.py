@@ -10,7 +10,7 @@ from core_build import run_core
 
 CASES = ["test_identity", "test_l3_mixed_traffic", "test_primitives", "test_bad_input",
          "test_sizes_backpressure_updates", "test_ethernet_mac_ports", "test_fuzz",
-         "test_host_api", "test_netclone"]
+         "test_host_api", "test_netclone", "test_netrs"]
 
 
 @pytest.mark.cocotb

@@ -5,7 +5,8 @@
     wire RX x P --> [PacketBuffer, drop on full] --+
     host TX x P --> [PacketBuffer, back-pressure] -+--> IngressArbiter --> Parser --> PHV
     recirc ------> [PacketBuffer, drop on full] --+           |                      |
-                                                              |        elements (stages.py)
+                                                              |        element stages
+                                                              |        (stages.py)
                                                               |                      |
                                                   beat delay line        traffic manager (mcast,
                                                   (fixed latency)        clone, recirc, drop)

@@ -21,6 +21,9 @@ Rank             L + 1   the XLS ranking core (``netstor.hls.RankingCore``, L = 
                          register; the results are merged and registered
 =============== ======= ==========================================================================
 
+Independent elements share a stage (:meth:`netstor.lang.Pipeline.stages`, elaborated by
+:func:`build_stage`): the stage takes as long as its slowest element.
+
 Host access (through :class:`netstor.gateware.csr.MemoryPort`): table entries are written in one
 cycle into the entry memory (an entry is one word, so a lookup sees either the old or the new
 entry, never a mix). Register banks take a host write in a cycle in which no packet writes the

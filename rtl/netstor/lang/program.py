@@ -332,6 +332,9 @@ class _Selected(Expr):
     def refs(self):
         yield Field("meta.hdr_type", 4)
 
+    def __repr__(self):
+        return f"selected({self.program.name})"
+
 
 class _FieldNamespace:
     """``F.ipv4.ttl`` -> ``Field("ipv4.ttl", 8)`` for the platform fields."""

@@ -70,3 +70,38 @@ def test_header_must_fit_window():
         p.header([("x", 8)])
     with pytest.raises(ValueError, match="at most"):
         p.header([("x", 272)])
+
+
+def test_stages_follow_bit_level_dependencies():
+    """Hand-worked schedule: read after write and write after write start a new stage, write
+    after read may share the reader's stage, views are their bits of ``app``, and programs
+    with UDP ports never depend on each other (but do on programs without one)."""
+    base = Program("base")
+    m1, m2 = base.meta("m1", 8), base.meta("m2", 8)
+    base.add(Compute("a", [Set(m1, F.ipv4.ttl)]))                   # stage 0
+    base.add(Compute("b", [Set(F.ipv4.ttl, 3)]))                    # WAR on ttl: with a
+    base.add(Compute("c", [Set(m2, m1 + 1)]))                       # RAW on m1: after a
+    base.add(Compute("d", [Set(m1, 0)]))                            # WAW on m1: after a
+    x = Program("x", udp_port=1000)
+    hx = x.header([("f", 16), ("g", 16)])
+    x.add(Compute("e", [Set(hx["f"], m2)]))                         # RAW on m2: after c
+    x.add(Compute("h", [Set(hx["g"], 1)]))                          # depends on nothing
+    y = Program("y", udp_port=1001)
+    hy = y.header([("k", 8), ("rest", 24)])                         # k = x.f's high bits
+    y.add(Compute("i", [Set(hy["k"], 1)]))                          # exclusive with x.e
+    y.add(Compute("j", [Set(F.meta.drop, hy["k"] == 0)]))           # RAW on y.k: after i
+    z = Program("z")                                                # no UDP port
+    mz = z.meta("mz", 1)
+    z.add(Compute("l", [Set(mz, F.app[0:8] == 0)]))                 # reads all of app:
+    pl = Pipeline([base, x, y, z])
+    got = [[e.qualname for e in st] for st in pl.stages()]
+    assert got == [["base.a", "base.b", "x.h", "y.i"], ["base.c", "base.d", "y.j"], ["x.e"],
+                   ["z.l"]]                                         # after x.e and y.i
+    # views are bit ranges of app (byte 0 = the most significant); selected is a read
+    rd, wr = pl.access(y.elements[0])
+    assert wr == {("app", 248, 256)} and ("meta.hdr_type", 0, 4) in rd
+    assert pl.access(x.elements[0])[1] == {("app", 240, 256)}
+    assert pl.access(z.elements[0])[0] == {("app", 0, 256)}       # a slice reads its field
+    # every element of x and y carries `selected`; base's and z's do not
+    assert all(f"selected({e.program.name})" in repr(e.when) for e in x.elements + y.elements)
+    assert not any("selected" in repr(e.when) for e in base.elements + z.elements)

@@ -134,6 +134,7 @@ class DataplaneModel:
     def __init__(self, pipeline):
         self.pipeline = pipeline
         self.P = pipeline.n_ports
+        self.deferred = None            # see run_deferred
         if pipeline.n_inputs > 16:
             raise ValueError("meta.ingress_port is 4 bits: at most 7 network ports")
         self._views = dict(pipeline.phv.views)
@@ -471,7 +472,11 @@ class DataplaneModel:
         self._assign(phv, out)
 
     def _run(self, elements, phv):
+        ht = phv["meta.hdr_type"]
         for e in elements:
+            p = e.program
+            if p is not None and p.udp_port is not None and p.hdr_type != ht:
+                continue            # its `when` includes `selected` (Program.add): a shortcut
             env = _Env(phv, self._views, f"element {e.qualname}")
             if not e.when.eval(env):
                 continue
@@ -577,6 +582,19 @@ class DataplaneModel:
                 # the recirculated pass has no tuser of its own: the spec passes tuser only
                 # for packets that came from wire RX / host TX, and this pass came from the
                 # recirculation input, so its outputs carry tuser 0
-                outputs += self._pass(data, 2 * P, 0, arrival, recirc_count + 1,
-                                      phv["meta.bridge"])
+                args = (data, 2 * P, 0, arrival, recirc_count + 1, phv["meta.bridge"])
+                if self.deferred is not None:
+                    self.deferred.append(args)
+                else:
+                    outputs += self._pass(*args)
+        return outputs
+
+    def run_deferred(self) -> list:
+        """With ``deferred`` a list (not None), recirculated passes wait there instead of
+        running at once (as in hardware, where packets that arrive right after a recirculated
+        one are processed before its second pass); this runs them, oldest first (with any
+        pass they recirculate in turn), and returns their outputs."""
+        outputs = []
+        while self.deferred:
+            outputs += self._pass(*self.deferred.pop(0))
         return outputs
