@@ -474,7 +474,7 @@ async def test_netrs(dut):
             for _ in range(rng.choice([1, 1, 2])):
                 sid = rng.choice([1, 2, 3, 4, 4, 44])
                 mf = rng.choice([M_RESP] * 6 + [M_DRS, M_MON])
-                rid = rng.choice([5] * 8 + [6, DRS_RID])
+                rid = rng.choice([5] * 8 + [6, 9, DRS_RID])
                 rv = rng.choice(rvs[-8:])
                 f = _rs_response(rng, rid, mf, rv, sid, rng.choice([0, 1, 3, 70000 & 0xFFFF]),
                                  rng.choice([16, 40, 400, 0xFFFF]),

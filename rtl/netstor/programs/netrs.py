@@ -24,9 +24,10 @@ Per request, first pass: ``rs.tgroups`` (LPM on the client address) gives the tr
 and the RSNode ID (``rsnode(rid, tg)``; rid ``0xFFFF`` = DRS: the request is relabelled
 ``f(M_DRS)`` and goes where the client sent it, its backup replica); ``rs.local`` (exact on
 RID) says whether this device is that RSNode; if not, ``rs.forward`` (exact on RID ->
-``forward(port, dmac, smac)``) sends the request on towards it unchanged (miss: dropped); ``rs.rgroups`` (exact on the group) gives up to
-8 server ids, the mask of the slots in use, the algorithm and C3's n; the state of the 8 candidates is read from 8 copies
-of the per-server state (banks ``rs.st0..7``, one per candidate slot, cell = q | os | t | r:
+``forward(port, dmac, smac)``) sends the request on towards it unchanged (miss: dropped);
+``rs.rgroups`` (exact on the group) gives up to 8 server ids, the mask of the slots in use,
+the algorithm and C3's n; the state of the 8 candidates is read from 8 copies of the
+per-server state (banks ``rs.st0..7``, one per candidate slot, cell = q | os | t | r:
 UQ12.4 EWMA queue length, outstanding requests, UQ12.4 EWMA service and response time in us);
 the ranking core (``Rank``) picks one among the candidates the RGID's availability bits allow;
 the request is recirculated with the chosen id in ``meta.bridge`` (none available: dropped,
@@ -45,7 +46,10 @@ Per response (``M_RESP``, RID local): every state copy of the server (SS server 
 ``os - 1`` and EWMAs (weight 1/8) of the reported queue length, the reported service time and
 the response time (now - RV); the response is relabelled ``M_MON``. A ``M_DRS`` response is
 relabelled ``M_MON`` too. Both get this device's source marker (register ``rs.marker``, cell
-0) when they come from the server side (wire port ``SERVER_PORT``). Monitor: a ``M_MON``
+0) when they come from the server side (wire port ``SERVER_PORT``) unmarked (SM = 0: the
+server's own ToR marks, switches further on keep it). A ``M_RESP`` response for an RSNode
+that is not this device goes towards it by ``rs.forward`` too (miss: routed by ``l3.routes``),
+so the RSNode sees every response of the requests it selected for. Monitor: a ``M_MON``
 response counts in bank ``rs.monitor`` at ``tg * 4 + class``
 (class 0 same rack, 1 same pod, 2 other pod: source marker vs this device's; tg from
 ``rs.tgroups`` on the destination).
@@ -175,7 +179,7 @@ def make_netrs(n_ports=2):
         Set(fwd_hit, 1), Set(F.eth.dst, a.dmac), Set(F.eth.src, a.smac),
         Set(F.meta.egress_port, a.port)])
     p.add(Table("forward", kind="exact", key=[h["rid"]], size=16, ways=2, actions=[forward],
-                when=(kind == 1) & first & ~local & (h["rid"] != DRS_RID)))
+                when=(((kind == 1) & first) | resp) & ~local & (h["rid"] != DRS_RID)))
     p.add(Compute("unrouted", [Set(F.meta.drop, 1)],
                   when=(kind == 1) & first & ((local & ~ghit) | (~local & ~fwd_hit))
                   & (h["rid"] != DRS_RID)))
@@ -193,7 +197,7 @@ def make_netrs(n_ports=2):
     p.add(RegisterOp.read("marker", p.bank("marker", width=32, depth=1), 0, result=mk,
                           when=any_resp | mon))
     p.add(Compute("mark", [Set(h["x"], mk)],
-                  when=any_resp & (F.meta.ingress_port == SERVER_PORT)))
+                  when=any_resp & (F.meta.ingress_port == SERVER_PORT) & (h["x"] == 0)))
     p.add(Compute("relabel_resp", [Set(h["mf"], M_MON)], when=(resp & local) | (kind == 3)))
     # monitor: responses leaving towards clients (after relabelling: `mon` reads the PHV now)
     sm = h["x"]

@@ -181,6 +181,19 @@ def test_requests_for_another_rsnode_are_forwarded_towards_it(rs):
     assert {s: rs.mem_read("rs.st0", s) for s in (1, 2, 3)} == before
     # an RSNode ID this device neither owns nor knows a way to: dropped
     assert rs.process(request(7, src="10.77.0.21", dst=SERVERS[2]), 0) == []
+    # the server's response goes back towards RSNode 9 (not by the client's route), keeps
+    # its label, changes no state here, and is marked by this device (the server's ToR)
+    (b,) = rs.process(response(9, M_RESP, 3, 2, 1, 16, dst="10.77.0.20"), 1)
+    r = parse(b.frame)
+    assert b.port == 1 and r["dmac"] == "00:00:00:00:0a:99" and r["mf"] == M_RESP
+    assert r["x"] == MARKER
+    assert {s: rs.mem_read("rs.st0", s) for s in (1, 2, 3)} == before
+    # already marked further down (another ToR's marker): kept; unknown RSNode: routed
+    marked = bytearray(response(10, M_RESP, 3, 2, 1, 16, dst="10.77.0.21"))
+    marked[42 + 10:42 + 14] = ((4 << 16) | 2).to_bytes(4, "big")
+    (c,) = rs.process(bytes(marked), 1)
+    r = parse(c.frame)
+    assert c.port == 0 and r["x"] == (4 << 16) | 2 and r["mf"] == M_RESP
 
 
 def test_drs_and_monitor_classes(rs):
