@@ -50,7 +50,10 @@ Schemes (``--scheme``; the arrival process and the latency accounting are the sa
   time from ``service_ns`` (UQ12.4 us, saturated at 4.1 ms), response time as measured here
   (send to reply), and its own outstanding requests (C3's ``os``, multiplied by ``--c3-n``,
   the number of independent selectors = clients). The result gets ``c3``: selections per
-  target.
+  target. ``--c3-selectors K`` (default 1) runs K independent C3 selectors in this one
+  process, as K clients on one host would: each request goes to one of them drawn uniformly
+  (each a Poisson source at ``rate / K``), and each keeps its own state and learns only from
+  the replies to its own requests (the test bed's way to many selectors on few CPUs).
 """
 
 from __future__ import annotations
@@ -227,7 +230,8 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
              keys=1000, zipf=0.99, write_ratio=0.0, value_size=64, preload=False, timeout=1.0,
              seed=None, pick="random", progress=False, max_outstanding=65536, scheme="direct",
              pairs=None, groups=None, nc_bind_port=NETCLONE_UDP_PORT, samples=False,
-             replica_groups=None, rs_bind_port=NETRS_UDP_PORT, c3_n=1, c3_workers=1):
+             replica_groups=None, rs_bind_port=NETRS_UDP_PORT, c3_n=1, c3_workers=1,
+             c3_selectors=1):
     """Run one load test and return the result dict (see the module doc)."""
     if mode not in ("open", "closed"):
         raise ValueError(f"mode must be 'open' or 'closed', got {mode!r}")
@@ -265,6 +269,8 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
             raise ValueError(f"c3_n must be an integer in 0..255, got {c3_n!r}")
         if not (isinstance(c3_workers, int) and c3_workers >= 1):
             raise ValueError(f"c3_workers must be an integer >= 1, got {c3_workers!r}")
+        if not (isinstance(c3_selectors, int) and c3_selectors >= 1):
+            raise ValueError(f"c3_selectors must be an integer >= 1, got {c3_selectors!r}")
 
     rng = random.Random(seed)
     zrng = random.Random(None if seed is None else seed + 1)
@@ -283,7 +289,8 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
     rgroups = backup = None
     rs_count = {"selected": 0, "drs": 0, "plain": 0, "other": 0, "redirected": 0}
     c3_sel = [0] * n_t
-    c3_state = [[0, 0, 0, 0] for _ in range(n_t)]      # q, os, t, r per target
+    # per selector, per target: q, os, t, r
+    c3_state = [[[0, 0, 0, 0] for _ in range(n_t)] for _ in range(c3_selectors)]
     if scheme in ("netrs", "c3"):
         try:
             rgroups = parse_replica_groups(replica_groups, n_t)
@@ -338,13 +345,15 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                          rs_avail=(1 << len(rgroups[g])) - 1, tag=backup[g])
             elif scheme == "c3":
                 g = rgroups[key % len(rgroups)]
-                reps = [Replica(q=c3_state[t][0], os=min(255, c3_state[t][1]),
-                                t=c3_state[t][2], r=c3_state[t][3]) for t in g]
+                sel = rng.randrange(c3_selectors) if c3_selectors > 1 else 0
+                state = c3_state[sel]
+                reps = [Replica(q=state[t][0], os=min(255, state[t][1]),
+                                t=state[t][2], r=state[t][3]) for t in g]
                 _found, idx, _score = rank(C3, (1 << len(g)) - 1, reps, n=c3_n)
                 t = g[idx]
                 c3_sel[t] += 1
-                c3_state[t][1] += 1
-                eng.send(op, key, val, target=t, now_ns=now_ns, tag=t)
+                state[t][1] += 1
+                eng.send(op, key, val, target=t, now_ns=now_ns, tag=(sel, t))
             elif scheme == "single":
                 eng.send(op, key, val, target=rng.choice(pairs)[rng.getrandbits(1)],
                          now_ns=now_ns)
@@ -371,7 +380,7 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                 tal = per_op[c.op]
                 r = c.reply
                 if scheme == "c3":
-                    st = c3_state[c.tag]
+                    st = c3_state[c.tag[0]][c.tag[1]]
                     st[1] = max(0, st[1] - 1)
                     if r is not None:
                         st[0] = _ewma(st[0], _uq(max(0, r.queue_len - c3_workers)))
@@ -525,7 +534,8 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                       backup=[f"{targets[b][0]}:{targets[b][1]}" for b in backup])
         if scheme == "netrs" else None,
         "c3": {"selections": {f"{a}:{p}": n for (a, p), n in zip(targets, c3_sel)},
-               "n": c3_n, "workers": c3_workers} if scheme == "c3" else None,
+               "n": c3_n, "workers": c3_workers, "selectors": c3_selectors}
+        if scheme == "c3" else None,
         "preload": preload_res,
         "samples_us": [round(x, 1) for x in total.lat_us] if samples else None,
         "config": {"keys": keys, "zipf": zipf, "write_ratio": write_ratio,
@@ -607,6 +617,9 @@ def build_parser():
     p.add_argument("--c3-workers", type=int, default=1, metavar="W",
                    help="c3: the servers' workers (queue_len - W = the queue a new request "
                         "waits in, the switch's measure; default 1)")
+    p.add_argument("--c3-selectors", type=int, default=1, metavar="K",
+                   help="c3: independent C3 selectors in this process (clients sharing the "
+                        "host; each request drawn to one uniformly; default 1)")
     p.add_argument("--mode", choices=("open", "closed"), default="closed")
     p.add_argument("--rate", type=float, default=None,
                    help="open loop: Poisson arrival rate, requests/s")
@@ -651,7 +664,7 @@ def main(argv=None):
                      max_outstanding=a.max_outstanding, scheme=a.scheme, pairs=a.pairs,
                      groups=a.groups, nc_bind_port=a.nc_bind_port, samples=a.samples,
                      replica_groups=a.replica_groups, rs_bind_port=a.rs_bind_port,
-                     c3_n=a.c3_n, c3_workers=a.c3_workers)
+                     c3_n=a.c3_n, c3_workers=a.c3_workers, c3_selectors=a.c3_selectors)
     except ValueError as e:
         p.error(str(e))
     except RuntimeError as e:

@@ -166,6 +166,31 @@ def test_c3_scheme_avoids_the_slow_replica(tmp_path):
             s.stop()
 
 
+def test_c3_selectors_learn_on_their_own(tmp_path):
+    """``c3_selectors``: independent selectors, each only learning from its own replies.
+    With one request at a time every fresh selector ties to slot 0 (the slow server) once,
+    so the slow server gets at least one request per selector that has sent anything,
+    far more than the single selector of the test above gives it."""
+    slow = Server(tmp_path / "s0", bind=LOOP, port=0, server_id=1, sync=False,
+                  service_model="const:20000").start()
+    fast = [Server(tmp_path / f"s{k}", bind=LOOP, port=0, server_id=k + 1, sync=False,
+                   service_model="const:500").start() for k in (1, 2)]
+    try:
+        targets = [f"{LOOP}:{s.address[1]}" for s in [slow] + fast]
+        r = run_load(",".join(targets), mode="closed", concurrency=1, requests=60,
+                     scheme="c3", replica_groups="0,1,2", seed=3, c3_n=16, c3_workers=1,
+                     c3_selectors=16)
+        assert r["replies"] == 60 and r["timeouts"] == 0
+        assert r["c3"]["selectors"] == 16
+        assert r["c3"]["selections"][targets[0]] >= 10
+        with pytest.raises(ValueError):
+            run_load(",".join(targets), requests=1, scheme="c3", replica_groups="0,1,2",
+                     c3_selectors=0)
+    finally:
+        for s in [slow] + fast:
+            s.stop()
+
+
 def _fake_rsnode(front, servers, stop, rid=4):
     """A stand-in for the switch on loopback: takes NetRS requests on ``front``, selects the
     server ``servers[rgid % len]`` (rewrites mf = f(M_RESP), rid, rv = 77), relays the

@@ -1,42 +1,60 @@
 """NetRS (the switch selects replicas with C3) against client-side C3 (the paper's CliRS), at
 equal offered load, in the real-socket test bed (needs root).
 
-``python -m netstor.netrs.compare [--out build/bench/netrs.json] [--duration 30] [--rate 20]
-[--clients 3] [--servers 3] [--workers 1] [--tkv-us 40000] [--interval-ms 500] [--repeats 2]``
+``python -m netstor.netrs.compare [--out build/bench/netrs.json] [--duration 20] [--rate 33.75]
+[--clients 4] [--selectors 25] [--servers 3] [--workers 1] [--tkv-us 20000] [--interval-ms 250]
+[--repeats 2]``
 
 Set-up (one rack, :class:`netstor.testbed.rack.Rack`): clients and storage servers in network
 namespaces, every frame through the golden-model switch, which is the ToR and the only RSNode
 (:func:`netstor.netrs.config.rack_config`). Replica groups: 3 consecutive servers on a ring
 (replication factor 3, as consistent hashing places them); key ``k`` belongs to group
 ``k mod #groups``; keys Zipf 0.99 over 1000 keys, GETs, Poisson open loop at the same rate
-per client for both schemes.
+per client process for both schemes.
 
 Servers: the paper's fluctuating service (section 6.1, after C3): exponential service time
 whose mean is redrawn every interval, independently per server, as ``t_kv`` or ``t_kv / d``
-with equal probability (``d = 4``), service model ``fluct:T_KV_US:4:INTERVAL_MS``.
+with equal probability (``d = 4``), service model ``fluct:T_KV_US:4:INTERVAL_MS``; nominal
+utilisation ``t_kv * A / (servers * workers)`` = 0.9 as in the paper (3 servers x 1 worker,
+the paper: 100 x 4).
 
-Scale (times 10: ``t_kv`` 40 ms instead of 4 ms, interval 500 ms instead of 50 ms, so the
-ratio of fluctuation interval to service time is the paper's). Why: the golden model in the
-switch costs ~0.45 ms per plain frame and ~1.5 ms per NetRS request (two passes, the ranking
-core, 8 state copies) on these two shared CPUs, so the switch keeps up with NetRS only at a
-few tens of requests per second (measured: at 180 req/s with ~0 service time NetRS p50 was
-53 ms against 3.5 ms for plain requests: the switch's own queue), and even at 60 req/s NetRS
-requests pay ~3 ms more at the median and ~14 ms more at p99 than plain ones (no service
-time: p50 6.6 vs 3.2 ms, p99 23 vs 9.4 ms) -- a cost of the Python model, not of the data
-plane (40 cycles in hardware). At 60 req/s a nominal utilisation ``t_kv * A / (servers *
-workers)`` of 0.8 (the paper: 0.9) needs ``t_kv`` = 40 ms with 3 servers x 1 worker (the
-paper: 4 slots per server, 100 servers). The price: the data plane's units cap the reported
-service time and the response time at 4.1 ms (UQ12.4 us in 16 bits), so at this scale both
-saturate for both schemes (the client C3 uses the same units on purpose) and C3 ranks by
-``q_hat = 1 + q + n*os`` alone: the queue length the servers report and the outstanding
-requests.
+Selectors (CliRS): the paper's effect rests on many independent client-side selectors, each
+seeing a small share of the traffic (500 clients, 100 servers). Two CPUs do not run 100
+client processes, so each of the 4 ``netstor-load`` processes runs 25 independent C3
+selectors (``--c3-selectors``: each request drawn to one; each learns only from its own
+replies), 100 selectors in all, C3's ``n`` = 100. The staleness this gives is the paper's:
+a selector hears from a given server about every 2.2 s here (0.45 replies/s), i.e. once per
+~9 fluctuation intervals; in the paper a client (180 req/s over 100 servers) hears from a
+server about every 0.55 s, ~11 intervals. The switch (one selector) hears from each server
+~11 times per interval here.
+
+Scale (times 5: ``t_kv`` 20 ms instead of 4 ms, interval 250 ms instead of 50 ms: the ratio
+of interval to service time is the paper's). Why not the paper's 4 ms: the golden model's
+cost for NetRS frames. Measured on its own (``model_us_per_frame``,
+:mod:`netstor.testbed.framecost`): plain frame ~80-150 us, NetRS request ~1.5-2.3 ms (two
+passes, the ranking core, 8 state copies; the elements of the matching program are not
+skipped), NetRS response ~0.4-0.75 ms; in the running test bed (``switch_timing``, sharing
+two CPUs with 4 clients and 3 servers) 2.6 ms per request and 1.4 ms per response, ~4 ms of
+switch CPU per NetRS request. So the switch keeps up with NetRS only up to ~150 req/s, with
+a mean sojourn of ~5 ms per NetRS frame already at 135 req/s. At the paper's 4 ms and 0.9
+utilisation 3 servers x 1 worker need 675 req/s (measured: the switch falls behind by
+seconds, NetRS p50 1.3 s); at 4 ms and the 150 req/s the switch sustains (utilisation 0.2)
+the switch's queue (mean sojourn 9-16 ms per NetRS frame) is several times the service time
+(measured: c3 p50 3.3 ms / p99 22 ms, NetRS p50 15 ms / p99 72..321 ms: the switch, not the
+selection). At x5 the switch's ~10 ms per NetRS round trip is half a slow-mode service time.
+The price: the data plane's 16-bit UQ12.4 us fields cap service and response times at
+4.096 ms. Exp(20 ms) / Exp(5 ms) service times are mostly above it (the EWMAs of the
+clipped samples still differ, ~4.0 vs ~3.3 ms), and 88 % (c3) / 99.8 % (NetRS) of the
+latencies are above it (``over_4096us``), so R is saturated for both schemes and C3 ranks
+on q, os and a compressed T. The cap is the data plane's (rtl), and at the paper's own
+scale (t_kv = 4 ms: 36 % of slow-mode service times) it would clip too.
 
 Schemes:
 
-* ``c3`` (CliRS): every client ranks the group's replicas with C3 on its own state (EWMA of
+* ``c3`` (CliRS): every selector ranks the group's replicas with C3 on its own state (EWMA of
   the queue length and service time piggybacked in the storage reply, EWMA of its measured
-  response time, its own outstanding requests times ``n`` = number of clients) and sends a
-  plain storage request to the winner (``netstor-load --scheme c3``);
+  response time, its own outstanding requests times ``n``) and sends a plain storage request
+  to the winner (``netstor-load --scheme c3 --c3-selectors K``);
 * ``netrs``: every client sends a NetRS request to its backup replica of the group; the switch
   selects with C3 (``n = 1``: one selector) on the state it learns from every response
   (``netstor-load --scheme netrs``).
@@ -44,22 +62,22 @@ Schemes:
 Latency: per request from the client's send to the reply, exact nearest-rank percentiles over
 all clients. Instrumentation per run: requests per server, the share of requests served while
 their server was in its slow mode (``slow_share``: the quantity replica selection should keep
-low; with random selection it is about the slow servers' share of capacity), the switch's
-frame rate, timeouts.
+low; uniform choice gives about 0.5), the switch's frame rate and its ``switch_timing`` per
+input port (data-plane us per frame, sojourn from the kernel's receive stamp to sent),
+timeouts.
 
-Findings (defaults; 2 repeats of 30 s per scheme, ``build/bench/netrs.json``): NetRS does
-NOT give the lower latency here. Measured: c3 p50 20.5 / 17.3 ms, p99 221 / 181 ms;
-NetRS p50 22.0 / 20.5 ms, p99 247 / 238 ms (mean +12 %, p99 +21 % for NetRS; the paper:
--35..-56 % p99). The switch's selections ARE better by the instrument that isolates
-selection from the test bed: the share of requests served by a server in its slow mode is
-0.37 / 0.35 with NetRS against 0.41 / 0.38 with client C3 (uniform choice: 0.5). Our reading
-(partly measured, partly not proven): (1) the model switch's cost lands on NetRS requests
-only (above: +3 ms p50, +14 ms p99 with no service time, and more under CPU contention with
-servers and clients), which at this scale is of the order of the gain; (2) with 3 clients the
-paper's main lever, many independent selectors herding, is small (the paper's CliRS gets
-worse with 100..700 clients; here n = 3); (3) the saturated T and R leave C3 only q and os,
-so the freshness advantage of the switch shows only through the queue length. A test with
-more clients needs a faster switch (the RTL in the loop is slower still).
+Findings (defaults; 2 repeats of 20 s per scheme, ``build/bench/netrs.json``): NetRS gives the
+lower mean and tail, in the paper's direction: c3 mean 43.0 / 36.6 ms, p50 18.9 / 15.8 ms,
+p99 199 / 218 ms; NetRS mean 30.2 / 25.5 ms, p50 19.8 / 18.8 ms, p99 158 / 101 ms (NetRS vs
+client C3: mean -30 %, p99 -38 %; the paper: mean -35..-50 %, p99 -36..-56 %). The median is
+~11 % higher with NetRS: the switch's own cost, ~5 ms mean sojourn per NetRS frame each way
+against ~0.7 ms for plain frames. The selection is better: slow-mode share 0.38 / 0.35 with
+NetRS against 0.45 / 0.43 with 100 client selectors (the earlier run with 3 client processes
+and one selector each, x10 scale: 0.37 vs 0.41, and NetRS lost, p99 +21 %). Doubts: two
+repeats only and the p99 of 20 s runs (~2700 requests) rests on ~27 samples (NetRS p99
+varied 101..158 ms); the switch's queue delays the state updates it selects on (a response
+waits ~5 ms before it updates the state), and R is saturated for both; at the paper's own
+time scale the model switch, not the selection, decides (above).
 """
 from __future__ import annotations
 
@@ -103,7 +121,8 @@ def start_servers(rack, tmp, service_model, *, workers=1, seed=0, tag=""):
     return procs
 
 
-def load_argv(rack, groups, scheme, *, rate, duration, seed, out, workers, timeout=2.0):
+def load_argv(rack, groups, scheme, *, rate, duration, seed, out, workers, timeout=2.0,
+              selectors=1):
     spec = ";".join(",".join(str(k) for k in g) for g in groups)
     port = NETRS_UDP_PORT if scheme == "netrs" else STORAGE_PORT
     argv = [sys.executable, "-m", "netstor.agent.load", "--mode", "open", "--rate", rate,
@@ -112,7 +131,8 @@ def load_argv(rack, groups, scheme, *, rate, duration, seed, out, workers, timeo
             "--target", ",".join(f"{h.ip}:{port}" for h in rack.servers),
             "--replica-groups", spec]
     if scheme == "c3":
-        argv += ["--c3-n", len(rack.clients), "--c3-workers", workers]
+        argv += ["--c3-n", min(255, len(rack.clients) * selectors), "--c3-workers", workers,
+                 "--c3-selectors", selectors]
     return argv
 
 
@@ -131,7 +151,7 @@ def _server_counts(procs):
 
 
 def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, duration, seed=1,
-               workers=1, tag=""):
+               workers=1, tag="", selectors=1):
     """One run: fresh switch and servers (same seeds: the same fluctuation), every client at
     ``rate``; returns the summary row."""
     tmp = Path(tmp)
@@ -146,7 +166,8 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
             outs[h.name] = tmp / f"{tag}{scheme}-{h.name}.json"
             lp[h.name] = rack.spawn(h, load_argv(rack, groups, scheme, rate=rate,
                                                  duration=duration, seed=seed + i,
-                                                 out=outs[h.name], workers=workers))
+                                                 out=outs[h.name], workers=workers,
+                                                 selectors=selectors))
         res = {}
         for name, p in lp.items():
             rc = p.wait(timeout=duration + 60)
@@ -177,6 +198,9 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
         "achieved_rps": round(sum(r["rps"] for r in res.values()), 1),
         "p50_us": pct(lat, 50), "p99_us": pct(lat, 99), "p999_us": pct(lat, 99.9),
         "mean_us": round(sum(lat) / len(lat), 1) if lat else None,
+        # share of latencies (~ the response times R the selectors see) beyond the data
+        # plane's 16-bit UQ12.4 us fields (4095.9 us): saturated R samples
+        "over_4096us": round(sum(1 for x in lat if x >= 4096) / len(lat), 3) if lat else None,
         "per_server": {sid: s["served"] for sid, s in servers.items()},
         "slow_share": round(sum(s["slow_served"] for s in servers.values()) / max(1, served),
                             3),
@@ -184,6 +208,7 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
                       / max(1, len(servers)) / workers, 3),
         "switch_fps": round(sum(v["rx_frames"] for v in ports.values()) / duration, 1),
         "switch_drops": sw.get("drops", 0),
+        "switch_timing": sw.get("timing"),
         "servers": servers,
         "dataplane": {k: v for k, v in (sw.get("dataplane") or {}).items() if v},
     }
@@ -197,9 +222,9 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
     return row
 
 
-def run_compare(*, clients=3, servers=3, rate=20.0, duration=30.0, tkv_us=40000.0, d=4.0,
-                interval_ms=500.0, workers=1, schemes=SCHEMES, out=None, log=None, seed=1,
-                repeats=2):
+def run_compare(*, clients=4, servers=3, rate=33.75, duration=20.0, tkv_us=20000.0, d=4.0,
+                interval_ms=250.0, workers=1, schemes=SCHEMES, out=None, log=None, seed=1,
+                repeats=2, selectors=25):
     from netstor.testbed import netns
     from netstor.testbed.rack import Rack
     log = log or sys.stdout
@@ -207,7 +232,9 @@ def run_compare(*, clients=3, servers=3, rate=20.0, duration=30.0, tkv_us=40000.
     netns.cleanup_stale()
     model = f"fluct:{tkv_us:g}:{d:g}:{interval_ms:g}"
     offered = rate * clients
-    result = {"setup": {"clients": clients, "servers": servers, "workers_per_server": workers,
+    result = {"setup": {"clients": clients, "selectors_per_client": selectors,
+                        "c3_n": min(255, clients * selectors),
+                        "servers": servers, "workers_per_server": workers,
                         "rate_per_client": rate, "offered_rps": offered,
                         "duration_s": duration, "service_model": model,
                         "nominal_util": round(tkv_us * 1e-6 * offered / (servers * workers),
@@ -217,6 +244,10 @@ def run_compare(*, clients=3, servers=3, rate=20.0, duration=30.0, tkv_us=40000.
                         "latency": "client send to reply, exact nearest-rank percentiles "
                                    "over all clients"},
               "runs": []}
+    # what each kind of frame costs the model switch on its own (no contention): the floor
+    # of the switch's share of every request; under load see switch_timing per run
+    from netstor.testbed.framecost import measure
+    result["model_us_per_frame"] = measure(200)
     with tempfile.TemporaryDirectory(prefix="netstor-rs-") as tmp, \
             Rack(clients, servers, workdir=tmp) as rack:
         config, groups = rack_config(rack.hosts, rack.clients, rack.servers)
@@ -228,7 +259,7 @@ def run_compare(*, clients=3, servers=3, rate=20.0, duration=30.0, tkv_us=40000.
             for scheme in schemes:
                 row = run_scheme(rack, groups, config, scheme, tmp, service_model=model,
                                  rate=rate, duration=duration, seed=seed + rep,
-                                 workers=workers, tag=f"r{rep}-")
+                                 workers=workers, tag=f"r{rep}-", selectors=selectors)
                 row["repeat"] = rep
                 result["runs"].append(row)
                 print("  " + format_row(row), file=log, flush=True)
@@ -277,17 +308,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m netstor.netrs.compare",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="build/bench/netrs.json")
-    ap.add_argument("--clients", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--servers", type=int, default=3)
-    ap.add_argument("--rate", type=float, default=20.0, help="req/s per client")
-    ap.add_argument("--duration", type=float, default=30.0, help="seconds per run")
-    ap.add_argument("--tkv-us", type=float, default=40000.0,
+    ap.add_argument("--rate", type=float, default=33.75, help="req/s per client")
+    ap.add_argument("--duration", type=float, default=20.0, help="seconds per run")
+    ap.add_argument("--tkv-us", type=float, default=20000.0,
                     help="slow-mode mean service time (us)")
     ap.add_argument("--d", type=float, default=4.0, help="range parameter of the fluctuation")
-    ap.add_argument("--interval-ms", type=float, default=500.0)
+    ap.add_argument("--interval-ms", type=float, default=250.0)
     ap.add_argument("--workers", type=int, default=1, help="worker slots per server")
     ap.add_argument("--scheme", action="append", choices=SCHEMES)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--selectors", type=int, default=25,
+                    help="c3: independent C3 selectors per client process")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
     from netstor.testbed import netns
@@ -301,7 +334,7 @@ def main(argv=None):
                           duration=a.duration, tkv_us=a.tkv_us, d=a.d,
                           interval_ms=a.interval_ms, workers=a.workers,
                           schemes=a.scheme or SCHEMES, out=a.out, seed=a.seed,
-                          repeats=a.repeats)
+                          repeats=a.repeats, selectors=a.selectors)
     except KeyboardInterrupt:
         print("netrs compare: interrupted; rack torn down", file=sys.stderr)
         return 130

@@ -35,7 +35,11 @@ forwards, and on SIGTERM/SIGINT prints (and writes to ``--stats-json``) its fina
 ``ports`` (frames/bytes in and out per wire port), ``to_host`` (per host port), ``drops``
 (frames that produced no output), ``tx_errors``, and ``dataplane`` (the data plane's own
 counters, the names of ``docs/dataplane-spec.md``). ``--stats-json`` is also rewritten about
-once a second while running.
+once a second while running. The model switch also reports ``timing`` per wire port it
+received on: ``frames``, ``process_us`` (mean wall time of the data plane per input frame,
+the model's cost) and ``sojourn_us`` (mean, p50/p99 bucket bounds, max: from the kernel's
+receive timestamp of the frame to the end of its transmission by the switch, i.e. the
+switch's own queueing plus processing).
 """
 from __future__ import annotations
 
@@ -63,6 +67,7 @@ PACKET_MR_PROMISC = 1
 PACKET_AUXDATA = 8
 TP_STATUS_CSUMNOTREADY = 8
 PACKET_OUTGOING = 4
+SO_TIMESTAMPNS = 35
 _AUX = struct.Struct("=IIIHHHH")      # struct tpacket_auxdata
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -75,13 +80,19 @@ def _if_index(ifname):
 class PortSocket:
     """One data-plane port on a Linux interface (AF_PACKET, ETH_P_ALL, non-blocking)."""
 
-    def __init__(self, ifname, *, rcvbuf=4 << 20):
+    def __init__(self, ifname, *, rcvbuf=4 << 20, timestamps=False):
+        """``timestamps``: keep the kernel's receive time (ns, CLOCK_REALTIME) of every frame
+        :meth:`recv_frames` returns in ``self.stamps`` (same order; 0 when missing)."""
         self.ifname = ifname
+        self.timestamps = timestamps
+        self.stamps = []
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, rcvbuf)
             s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+            if timestamps:
+                s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             s.bind((ifname, ETH_P_ALL))
             mreq = struct.pack("iHH8s", _if_index(ifname), PACKET_MR_PROMISC, 0, b"")
             s.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
@@ -98,17 +109,25 @@ class PortSocket:
         """Up to ``max_frames`` received frames (never our own transmissions), checksums
         completed; ``[]`` when nothing is pending."""
         out = []
+        stamps = self.stamps = []
+        anc_size = socket.CMSG_SPACE(_AUX.size) + (socket.CMSG_SPACE(16) if self.timestamps
+                                                   else 0)
         for _ in range(max_frames):
             try:
-                data, anc, _flags, addr = self.sock.recvmsg(65536, socket.CMSG_SPACE(_AUX.size))
+                data, anc, _flags, addr = self.sock.recvmsg(65536, anc_size)
             except (BlockingIOError, InterruptedError):
                 break
             if addr[2] == PACKET_OUTGOING:
                 continue
-            status = 0
+            status = stamp = 0
             for level, typ, cdata in anc:
                 if level == SOL_PACKET and typ == PACKET_AUXDATA and len(cdata) >= _AUX.size:
                     status = _AUX.unpack_from(cdata)[0]
+                elif level == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS and len(cdata) >= 16:
+                    sec, nsec = struct.unpack_from("=qq", cdata)
+                    stamp = sec * 1_000_000_000 + nsec
+            if self.timestamps:
+                stamps.append(stamp)
             if status & TP_STATUS_CSUMNOTREADY:
                 data = complete_checksum(data)
             out.append(data)
@@ -260,6 +279,45 @@ class SwitchStats:
         self.drops = 0
         self.tx_errors = 0
         self.t0 = time.monotonic()
+        # per input port: data-plane wall time and sojourn (kernel RX stamp to sent), ns
+        self.timing = {p: {"frames": 0, "process_ns": 0, "sojourn_n": 0, "sojourn_ns": 0,
+                           "sojourn_max_ns": 0, "sojourn_hist": [0] * 24} for p in range(P)}
+
+    def timed(self, port, process_ns, stamp_ns=0):
+        """Account one input frame's data-plane time and, with its kernel receive stamp
+        (CLOCK_REALTIME ns), its sojourn in the switch up to now."""
+        t = self.timing[port]
+        t["frames"] += 1
+        t["process_ns"] += process_ns
+        if stamp_ns:
+            d = max(0, time.time_ns() - stamp_ns)
+            t["sojourn_n"] += 1
+            t["sojourn_ns"] += d
+            t["sojourn_max_ns"] = max(t["sojourn_max_ns"], d)
+            # buckets of a factor 2 from 1 us: bucket b holds [2^(b-1), 2^b) us
+            t["sojourn_hist"][min(23, (d // 1000).bit_length())] += 1
+
+    def timing_dict(self):
+        def bound(hist, n, p):
+            acc = 0
+            for b, c in enumerate(hist):
+                acc += c
+                if acc >= p / 100 * n:
+                    return 1 << b
+            return None
+        out = {}
+        for p, t in self.timing.items():
+            if not t["frames"]:
+                continue
+            n = t["sojourn_n"]
+            out[str(p)] = {
+                "frames": t["frames"],
+                "process_us": round(t["process_ns"] / t["frames"] / 1e3, 1),
+                "sojourn_us": ({"mean": round(t["sojourn_ns"] / n / 1e3, 1),
+                                "p50_le": bound(t["sojourn_hist"], n, 50),
+                                "p99_le": bound(t["sojourn_hist"], n, 99),
+                                "max": round(t["sojourn_max_ns"] / 1e3, 1)} if n else None)}
+        return out
 
     def rx(self, port, frame):
         self.ports[port]["rx_frames"] += 1
@@ -287,6 +345,7 @@ class SwitchStats:
                 "to_host": {str(q): n for q, n in self.to_host.items()},
                 "to_host_total": sum(self.to_host.values()),
                 "drops": self.drops, "tx_errors": self.tx_errors,
+                "timing": self.timing_dict(),
                 "dataplane": dict(dataplane_counters or {})}
 
 
@@ -334,7 +393,7 @@ def run_model_switch(ifaces, writes, regs=(), *, stats_json=None, host_pcap=None
     """Forward between ``ifaces`` through the golden model until ``stop.flag`` (or
     ``duration`` seconds); returns the final stats dict."""
     out = out or sys.stdout
-    socks = [PortSocket(i) for i in ifaces]
+    socks = [PortSocket(i, timestamps=True) for i in ifaces]
     try:
         dp = ModelDataplane(writes, regs, control=control)
     except BaseException:
@@ -363,9 +422,14 @@ def run_model_switch(ifaces, writes, regs=(), *, stats_json=None, host_pcap=None
             for port, s in enumerate(socks):
                 if s not in ready:
                     continue
-                for frame in s.recv_frames(64):
+                frames = s.recv_frames(64)
+                for frame, stamp in zip(frames, s.stamps):
                     stats.rx(port, frame)
-                    stats.outputs(dp.process(frame, port), socks, pcap)
+                    t = time.perf_counter_ns()
+                    outs = dp.process(frame, port)
+                    dt = time.perf_counter_ns() - t
+                    stats.outputs(outs, socks, pcap)
+                    stats.timed(port, dt, stamp)
         final = stats.as_dict(dp.counters())
     finally:
         dp.close()
@@ -446,6 +510,11 @@ def format_stats(st):
                      f"out {v['tx_frames']} frames / {v['tx_bytes']} B")
     lines.append(f"  to host: {st.get('to_host_total', 0)} {st.get('to_host', {})}, "
                  f"drops: {st.get('drops', 0)}, tx errors: {st.get('tx_errors', 0)}")
+    for p, t in sorted((st.get("timing") or {}).items()):
+        so = t.get("sojourn_us") or {}
+        lines.append(f"  port {p} timing: {t['frames']} frames, data plane {t['process_us']} us"
+                     f"/frame, sojourn mean {so.get('mean')} us, p99 <= {so.get('p99_le')} us,"
+                     f" max {so.get('max')} us")
     dpc = {k: v for k, v in (st.get("dataplane") or {}).items() if v}
     lines.append("  data plane: " + ", ".join(f"{k}={v}" for k, v in sorted(dpc.items())))
     if st.get("counter_mismatches"):
