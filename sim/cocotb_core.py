@@ -402,8 +402,8 @@ async def test_netrs(dut):
     markers and the monitor, a wrong magic field and a truncated header.
 
     meta.arrival is a cycle count the model cannot know; RV and the response time use it in
-    units of 256 cycles, so every NetRS packet is sent in the middle of a 256-cycle window
-    (arrival = this test's cycle count + the input path, exact to +-64 cycles). Requests come
+    units of 256 cycles, so NetRS packets are sent in windows well inside one 256-cycle unit
+    (arrival = this test's cycle count + the input path, exact to a few cycles). Requests come
     in on port 0 and responses on port 1 (the servers' side), never in the same window, so the
     hardware handles the stateful packets in the model's order."""
     from cocotb.task import bridge
@@ -452,11 +452,17 @@ async def test_netrs(dut):
     rng = env.rng
     D = 8                                  # input path: wire RX to the parser, idle input
     rvs = [0]                              # RVs the switch stamped (from the model's outputs)
-    for w in range(150):
-        # to the middle of the next 256-cycle window
-        wait = (96 + rng.randrange(8) - (env.cycle + D)) % 256
-        if wait:
-            await ClockCycles(dut.clk, wait)
+    slot = 0
+    for w in range(100):
+        # two windows per 256 cycles (at +24 and +140: every packet of a window arrives in
+        # the same 256-cycle unit, and the previous window's packets, second passes
+        # included, are through)
+        while True:
+            target = (slot // 2) * 256 + (24 if slot % 2 == 0 else 140) + rng.randrange(4)
+            slot += 1
+            if target > env.cycle + D:
+                break
+        await ClockCycles(dut.clk, target - (env.cycle + D))
         arrival = env.cycle + D
         kind = rng.randrange(10)
         if kind <= 4:                      # 1-3 requests back to back from the client side
@@ -496,7 +502,8 @@ async def test_netrs(dut):
         if rng.random() < 0.4:             # routed traffic on the other port meanwhile
             await env.send(udp_frame(rng, rng.choice([64, 300]), dst="10.77.0.33"), 1,
                            arrival=arrival)
-        env.expect_deferred()           # second passes after the burst, as in hardware
+        if env.model.deferred is not None:
+            env.expect_deferred()       # second passes after the burst, as in hardware
         # the RVs requests left with (so responses carry real ones)
         for fr, _ in env.expected[1][-3:]:
             if len(fr) > 52 and fr[36:38] == NETRS_UDP_PORT.to_bytes(2, "big"):
@@ -509,5 +516,5 @@ async def test_netrs(dut):
     m = env.model
     picked = {s: m.mem_read("rs.st0", s) for s in servers}
     assert sum(m.mem_read("rs.monitor", a) for a in range(64)) > 10
-    assert m.mem_read("rs.noreplica", 0) > 0 and m.counter_read("out1.pkts") > 60
+    assert m.mem_read("rs.noreplica", 0) > 0 and m.counter_read("out1.pkts") > 40
     assert all(v != 0 for v in picked.values()), picked    # every server got state
