@@ -53,8 +53,8 @@ def ranking_figures(out: Path | str = "build/bench", *, stages: int | None = Non
     lat = info["latency"]
     res = {
         "block": "NetRS ranking core (XLS, hls/ranking.x)",
-        "algorithms": ["C3 (R + (q_hat^3 - 1) * T, UQ.4 fixed point)", "least outstanding "
-                       "requests", "power of two choices", "round robin"],
+        "algorithms": ["C3 (R + q_hat^3 * T, q_hat = 1 + q + n*os, UQ.4 fixed point)",
+                       "least outstanding requests", "power of two choices", "round robin"],
         "replicas_per_selection": hls.NR,
         "module": top, "verilog": info["verilog"], "xls_version": info["xls_version"],
         "delay_model": info["delay_model"], "pipeline_stages": info["stages"],

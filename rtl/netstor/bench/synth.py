@@ -378,6 +378,15 @@ def block_parser(pl):
     return _convert(m, ports, "bench_parser")
 
 
+def _rank_verilog(e):
+    """A Rank element instantiates the XLS core: its Verilog goes with the block's."""
+    from netstor.lang import Rank
+    if not isinstance(e, Rank):
+        return ""
+    from netstor.hls import ranking_verilog
+    return "\n" + ranking_verilog()[0]
+
+
 def element_kinds(pl):
     """First element of each kind in pipeline order: ``{kind: (element, program)}``."""
     from netstor.lang.program import Table, RegisterOp, Hash, Compute
@@ -480,7 +489,7 @@ def blocks(core):
         top = f"bench_{kind}"
         out.append((f"element_{kind}", f"{type(e).__name__} {e.program.name}.{e.name}"
                     + (f" ({e.kind}, {e.size} entries)" if hasattr(e, "kind") else ""), top,
-                    (lambda e=e, top=top: block_element(pl, e, top)[0])))
+                    (lambda e=e, top=top: block_element(pl, e, top)[0] + _rank_verilog(e))))
     out += [
         ("deparser", "DeparsePrep + merge (one output copy)", "bench_deparser",
          lambda: block_deparser(pl)),
