@@ -472,7 +472,7 @@ class DataplaneModel:
         self._assign(phv, out)
 
     def _run(self, elements, phv):
-        ht = phv["meta.hdr_type"]
+        ht = phv.get("meta.hdr_type")
         for e in elements:
             p = e.program
             if p is not None and p.udp_port is not None and p.hdr_type != ht:
