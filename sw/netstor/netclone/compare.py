@@ -146,21 +146,10 @@ def load_argv(rack, setup, scheme, *, rate, duration, seed, out, timeout=1.0, sa
 def run_clients(rack, setup, scheme, tmp, *, rate, duration, seed=1, tag="", timeout=1.0,
                 samples=True):
     """Run ``netstor-load`` on every client at once; returns ``{client: result}``."""
-    tmp = Path(tmp)
-    procs, outs = {}, {}
-    for i, h in enumerate(rack.clients):
-        outs[h.name] = tmp / f"{tag}{scheme}-{h.name}.json"
-        procs[h.name] = rack.spawn(h, load_argv(rack, setup, scheme, rate=rate,
-                                                duration=duration, seed=seed + i,
-                                                out=outs[h.name], timeout=timeout,
-                                                samples=samples))
-    res = {}
-    for name, p in procs.items():
-        rc = p.wait(timeout=duration + 60)
-        if rc != 0:
-            raise RuntimeError(f"netstor-load {scheme} on {name} failed ({rc}):\n{p.output()}")
-        res[name] = json.loads(outs[name].read_text())
-    return res
+    return rack.run_on_clients(
+        lambda i, h, out: load_argv(rack, setup, scheme, rate=rate, duration=duration,
+                                    seed=seed + i, out=out, timeout=timeout, samples=samples),
+        tmp, timeout=duration + 60, tag=f"{tag}{scheme}-", what=f"netstor-load {scheme}")
 
 
 def summarize(scheme, results, switch, servers, duration, rate_total, workers=1):

@@ -161,20 +161,11 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
     procs = start_servers(rack, tmp, service_model, workers=workers, seed=seed * 100,
                           tag=tag + scheme)
     try:
-        outs, lp = {}, {}
-        for i, h in enumerate(rack.clients):
-            outs[h.name] = tmp / f"{tag}{scheme}-{h.name}.json"
-            lp[h.name] = rack.spawn(h, load_argv(rack, groups, scheme, rate=rate,
-                                                 duration=duration, seed=seed + i,
-                                                 out=outs[h.name], workers=workers,
-                                                 selectors=selectors))
-        res = {}
-        for name, p in lp.items():
-            rc = p.wait(timeout=duration + 60)
-            if rc != 0:
-                raise RuntimeError(f"netstor-load {scheme} on {name} failed ({rc}):\n"
-                                   f"{p.output()}")
-            res[name] = json.loads(outs[name].read_text())
+        res = rack.run_on_clients(
+            lambda i, h, out: load_argv(rack, groups, scheme, rate=rate, duration=duration,
+                                        seed=seed + i, out=out, workers=workers,
+                                        selectors=selectors),
+            tmp, timeout=duration + 60, tag=f"{tag}{scheme}-", what=f"netstor-load {scheme}")
     finally:
         for p in procs:
             p.stop()

@@ -31,19 +31,10 @@ def run_netrs_step(rack, workdir, *, rate, duration, workers=2):
                  log=workdir / "netrs-switch.log")
     rate = min(rate, MAX_RATE)
     try:
-        procs, outs = {}, {}
-        for i, h in enumerate(rack.clients):
-            outs[h.name] = workdir / f"demo-netrs-{h.name}.json"
-            procs[h.name] = rack.spawn(h, load_argv(rack, groups, "netrs", rate=rate,
-                                                    duration=duration, seed=i + 1,
-                                                    out=outs[h.name], workers=workers))
-        res = {}
-        for name, p in procs.items():
-            rc = p.wait(timeout=duration + 60)
-            if rc != 0:
-                raise RuntimeError(f"netstor-load netrs on {name} failed ({rc}):\n"
-                                   f"{p.output()}")
-            res[name] = json.loads(outs[name].read_text())
+        res = rack.run_on_clients(
+            lambda i, h, out: load_argv(rack, groups, "netrs", rate=rate, duration=duration,
+                                        seed=i + 1, out=out, workers=workers),
+            workdir, timeout=duration + 60, tag="demo-netrs-", what="netstor-load netrs")
         with Device.open(f"unix:{ctl}") as dev:
             monitor = {c: dev.bank("rs.monitor").read(c) for c in range(3)}   # tg 0
             noreplica = dev.bank("rs.noreplica").read(0)

@@ -137,21 +137,14 @@ def run_demo(*, servers=3, clients=2, rate=250.0, duration=5.0, write_ratio=0.1,
         print(f"{servers} netstor-server(s) up; {clients} netstor-load client(s): open loop "
               f"{rate:g} req/s each for {duration:g} s, Zipf 0.99 over {keys} keys, "
               f"{write_ratio:.0%} PUTs of {value_size} B", file=out, flush=True)
-        loads = {}
-        for i, h in enumerate(rack.clients):
-            loads[h.name] = rack.spawn(h, [py, "-m", "netstor.agent.load", "--target", targets,
-                                           "--mode", "open", "--rate", rate, "--duration",
-                                           duration, "--keys", keys, "--zipf", 0.99,
-                                           "--write-ratio", write_ratio, "--value-size",
-                                           value_size, "--seed", i + 1,
-                                           "--timeout", 1.0 if dataplane == "model" else 20.0,
-                                           "--out", tmp / f"{h.name}.json", "--quiet"])
-        results = {}
-        for name, p in loads.items():
-            rc = p.wait(timeout=duration + 60)
-            if rc != 0:
-                raise RuntimeError(f"netstor-load on {name} failed ({rc}):\n{p.output()}")
-            results[name] = json.loads((tmp / f"{name}.json").read_text())
+        results = rack.run_on_clients(
+            lambda i, h, out_json: [
+                py, "-m", "netstor.agent.load", "--target", targets, "--mode", "open",
+                "--rate", rate, "--duration", duration, "--keys", keys, "--zipf", 0.99,
+                "--write-ratio", write_ratio, "--value-size", value_size, "--seed", i + 1,
+                "--timeout", 1.0 if dataplane == "model" else 20.0, "--out", out_json,
+                "--quiet"],
+            tmp, timeout=duration + 60)
         rack.stop_switch()
         switch_stats = json.loads(stats_path.read_text())
         wall = time.monotonic() - t0

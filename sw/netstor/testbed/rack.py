@@ -30,6 +30,7 @@ leftovers of racks whose process died (``python -m netstor.testbed.netns``).
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import signal
@@ -326,6 +327,23 @@ class Rack:
                  cwd=cwd)
         self.procs.append(p)
         return p
+
+    def run_on_clients(self, argv_for, out_dir, *, timeout, tag="", what="netstor-load"):
+        """Run one process per client host at once and wait for all: ``argv_for(i, host,
+        out)`` gives client ``i``'s command, which writes its result as JSON to ``out``
+        (``out_dir/<tag><host>.json``). Returns ``{host name: result}``; a process that
+        fails (or outlives ``timeout`` seconds) raises ``RuntimeError`` with its output."""
+        procs, outs = {}, {}
+        for i, h in enumerate(self.clients):
+            outs[h.name] = Path(out_dir) / f"{tag}{h.name}.json"
+            procs[h.name] = self.spawn(h, argv_for(i, h, outs[h.name]))
+        res = {}
+        for name, p in procs.items():
+            rc = p.wait(timeout=timeout)
+            if rc != 0:
+                raise RuntimeError(f"{what} on {name} failed ({rc}):\n{p.output()}")
+            res[name] = json.loads(outs[name].read_text())
+        return res
 
     def start_switch(self, *, dataplane="model", stats_json=None, config_path=None,
                      extra_args=(), ready_timeout=30.0, log=None) -> Proc:
