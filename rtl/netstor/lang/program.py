@@ -323,8 +323,10 @@ class _Selected(Expr):
                              "part of a Pipeline yet")
         return Field("meta.hdr_type", 4) == self.program.hdr_type
 
-    def eval(self, env):
-        return self._ref().eval(env)
+    def eval(self, env):             # on the model's hot path: no expression tree per call
+        if self.program.hdr_type is None:
+            self._ref()                  # raises the explanation
+        return int(env.field("meta.hdr_type") == self.program.hdr_type)
 
     def hw(self, env):
         return self._ref().hw(env)

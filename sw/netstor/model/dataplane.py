@@ -448,8 +448,10 @@ class DataplaneModel:
             return
         old = bank.words[i]
         env.old_value = old
-        new = e.update.eval(env) & _mask(e.bank.width)
         write = e.write.eval(env)
+        new = old
+        if write or (e.result is not None and e.returns == "new"):   # else unused: skip it
+            new = e.update.eval(env) & _mask(e.bank.width)
         env.old_value = None
         if write:
             bank.words[i] = new
