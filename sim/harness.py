@@ -15,8 +15,10 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build" / "sim"
+from netstor.paths import build_dir, repo_root
+
+ROOT = repo_root()
+BUILD = build_dir("sim")
 
 
 def setup_verilator_env():

@@ -40,9 +40,11 @@ from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-ROOT = Path(__file__).resolve().parents[2]
+from netstor.paths import build_dir, repo_root
+
+ROOT = repo_root()
 SOURCE = ROOT / "hls" / "ranking.x"
-BUILD = ROOT / "build" / "hls"
+BUILD = build_dir("hls")
 
 DSLX_MODULE = "ranking"
 TOP_FN = "rank"
