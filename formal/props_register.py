@@ -13,7 +13,7 @@ Variants (``RegisterProps(variant, ...)``):
 * ``"add"``: ``bank[i] += 1``, result = new value;
 * ``"cas"``: compare-and-swap: if ``bank[i] == expect`` then ``bank[i] = value``;
   result = old value (a conditional write: ``write`` depends on ``Old``).
-* ``"filter"``: NetClone's response filter (``netstor.programs.netclone.filter_update`` and
+* ``"filter"``: NetClone's response filter (``netstor.offloads.netclone.program.filter_update`` and
   ``filter_drops``, the expressions the program uses): a reply with sequence number ``a``
   clears a slot holding ``a`` and is dropped, else records ``a`` and passes. Extra property:
   for a free sequence number ``S`` (constant over the trace, not 0, never written by the
@@ -70,7 +70,7 @@ def make_program(variant, width, depth, index_width):
         op = RegisterOp("op", bank, index=idx, update=lambda old: b,
                         write=(Old(width) == a), result=res, returns="old", when=en)
     elif variant == "filter":
-        from netstor.programs.netclone import filter_update
+        from netstor.offloads.netclone.program import filter_update
         op = RegisterOp("op", bank, index=idx, update=lambda old: filter_update(old, a),
                         result=res, returns="old", when=en)
     else:
@@ -187,7 +187,7 @@ class RegisterProps(wiring.Component):
         m.d.comb += Assert(~(port.ack & ~port.we) | (port.rdata == rd_exp))
 
         if self.variant == "filter":
-            from netstor.programs.netclone import filter_drops
+            from netstor.offloads.netclone.program import filter_drops
             S = self.s
             s_prev = Signal(w)
             m.d.sync += s_prev.eq(S)

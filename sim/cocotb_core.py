@@ -297,7 +297,7 @@ async def test_host_api(dut):
 def _nc_frame(rng, op, *, group=10, seq=0, server_id=0, load=0, fidx=0, clone=0, src="10.77.0.1",
               dst="10.77.2.1", size=None):
     import struct
-    from netstor.programs.netclone import NETCLONE_UDP_PORT
+    from netstor.offloads.netclone.program import NETCLONE_UDP_PORT
     hdr = struct.pack("!BBHIHHHH", op, clone, group, seq, server_id, load, fidx, 0)
     payload = hdr + bytes(rng.randrange(256) for _ in range(rng.choice([16, 40, 200])))
     return udp_frame(rng, size or 64 + len(payload), src=src, dst=dst, sport=NETCLONE_UDP_PORT,
@@ -314,7 +314,7 @@ async def test_netclone(dut):
     from cocotb.task import bridge
     from axil_transport import AxilTransport
     from netstor.api import Device
-    from netstor.programs.netclone import OP_REQ, OP_REPLY
+    from netstor.offloads.netclone.program import OP_REQ, OP_REPLY
     env = CoreEnv(dut, seed=SEED + 7)
     await env.reset()
     servers = {1: "10.77.1.1", 2: "10.77.1.2", 3: "10.77.1.3"}
@@ -353,7 +353,7 @@ async def test_netclone(dut):
         else:                # bad op / truncated header on the NetClone port
             f = _nc_frame(rng, rng.choice([0, 3, 255]), group=10)
             if rng.random() < 0.5:
-                from netstor.programs.netclone import NETCLONE_UDP_PORT
+                from netstor.offloads.netclone.program import NETCLONE_UDP_PORT
                 f = udp_frame(rng, 64, dst="10.77.2.1", sport=NETCLONE_UDP_PORT,
                               dport=NETCLONE_UDP_PORT, payload=b"\x01\x00\x0a")
             await env.send(f, 0)
@@ -374,7 +374,7 @@ async def test_netclone(dut):
 
 def _rs_request(rng, group, *, avail=0xFF, src="10.77.0.1", dst="10.77.1.1", mf=None):
     import struct
-    from netstor.programs.netrs import NETRS_UDP_PORT, M_REQ
+    from netstor.offloads.netrs.program import NETRS_UDP_PORT, M_REQ
     hdr = struct.pack("!H6sHHB", 0, (M_REQ if mf is None else mf).to_bytes(6, "big"), 0,
                       group, avail)
     payload = hdr + bytes(rng.randrange(256) for _ in range(rng.choice([19, 40, 100])))
@@ -384,7 +384,7 @@ def _rs_request(rng, group, *, avail=0xFF, src="10.77.0.1", dst="10.77.1.1", mf=
 
 def _rs_response(rng, rid, mf, rv, sid, q, t, *, marker=0, src="10.77.1.1", dst="10.77.0.1"):
     import struct
-    from netstor.programs.netrs import NETRS_UDP_PORT
+    from netstor.offloads.netrs.program import NETRS_UDP_PORT
     hdr = struct.pack("!H6sHIHHHH", rid, mf.to_bytes(6, "big"), rv & 0xFFFF, marker, 6, sid,
                       q, t)
     payload = hdr + bytes(rng.randrange(256) for _ in range(rng.choice([10, 60])))
@@ -409,7 +409,7 @@ async def test_netrs(dut):
     from cocotb.task import bridge
     from axil_transport import AxilTransport
     from netstor.api import Device
-    from netstor.programs.netrs import M_RESP, M_MON, M_DRS, DRS_RID, NETRS_UDP_PORT
+    from netstor.offloads.netrs.program import M_RESP, M_MON, M_DRS, DRS_RID, NETRS_UDP_PORT
     env = CoreEnv(dut, seed=SEED + 11)
     await env.reset()
     servers = {1: "10.77.1.1", 2: "10.77.1.2", 3: "10.77.1.3", 4: "10.77.1.4"}

@@ -221,7 +221,7 @@ class _DryRun(Exception):
 
 
 def _netrs_section(dev, value, dry_run):
-    from netstor.netrs.config import apply_section
+    from netstor.offloads.netrs.config import apply_section
     apply_section(dev, value, dry_run)
 
 

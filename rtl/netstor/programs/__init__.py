@@ -3,8 +3,8 @@ from netstor.lang import Pipeline
 
 from .l3 import make_l3
 from .primitives import make_primitives, PRIM_UDP_PORT
-from .netclone import make_netclone, NETCLONE_UDP_PORT
-from .netrs import make_netrs, NETRS_UDP_PORT
+from netstor.offloads.netclone.program import make_netclone, NETCLONE_UDP_PORT
+from netstor.offloads.netrs.program import make_netrs, NETRS_UDP_PORT
 
 
 def default_pipeline(n_ports=2):

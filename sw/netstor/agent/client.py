@@ -15,14 +15,14 @@ Keys are unsigned 64-bit integers.
 Cloning and NetClone: ``Engine.send(..., copies=[addr, ...])`` sends the same request (same
 ``req_id``) to more servers (client-side cloning): the first reply completes it, later ones are
 counted as ``duplicates``. ``Engine.send(..., nc_group=G)`` puts the NetClone request header
-(group ``G``) in front of the storage request (:mod:`netstor.netclone.header`); a reply that
+(group ``G``) in front of the storage request (:mod:`netstor.offloads.netclone.header`); a reply that
 starts with the NetClone reply header is unwrapped, its header kept in
 ``Completion.nc``. ``duplicates`` counts replies for requests that were already answered
 (clones that got through), a subset of ``unmatched``.
 
 NetRS: ``Engine.send(..., rs_group=G, rs_avail=A)`` puts the 13-byte NetRS request header
 (``M_REQ``, RID 0, RV 0, RGID ``G``, availability bits ``A``) in front of the storage
-request (:mod:`netstor.netrs.header`); a reply that starts with a NetRS response header (a
+request (:mod:`netstor.offloads.netrs.header`); a reply that starts with a NetRS response header (a
 response magic followed by the storage magic) is unwrapped, its header kept in
 ``Completion.rs``. ``Completion.src`` is the address a reply came from.
 """
@@ -38,8 +38,8 @@ import time
 
 from netstor.proto import (Header, MAGIC, MAX_VALUE, Op, ProtocolError, Status,
                            STORAGE_UDP_PORT)
-from netstor.netclone.header import NC_LEN, NcHeader, OP_REPLY, OP_REQ
-from netstor.netrs.header import RESP_LEN as RS_RESP_LEN, RESPONSE_MAGICS, RsRequest, RsResponse
+from netstor.offloads.netclone.header import NC_LEN, NcHeader, OP_REPLY, OP_REQ
+from netstor.offloads.netrs.header import RESP_LEN as RS_RESP_LEN, RESPONSE_MAGICS, RsRequest, RsResponse
 
 __all__ = ["Client", "Engine", "Completion", "NetstorError", "RequestTimeout", "BadRequest",
            "ServerBusy", "ServerError", "parse_target", "parse_targets"]

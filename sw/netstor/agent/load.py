@@ -70,8 +70,8 @@ from netstor.proto import MAX_VALUE, Op, Status
 from netstor.agent.client import Engine, parse_targets
 from netstor.agent.zipf import Zipf
 from netstor.model.ranking import C3, Replica, rank
-from netstor.netclone.header import NETCLONE_UDP_PORT
-from netstor.netrs.header import DRS_RID, M_MON, NETRS_UDP_PORT
+from netstor.offloads.netclone.header import NETCLONE_UDP_PORT
+from netstor.offloads.netrs.header import DRS_RID, M_MON, NETRS_UDP_PORT
 
 __all__ = ["run_load", "latency_summary", "log_histogram", "main"]
 

@@ -14,7 +14,7 @@ Durability: every PUT/DEL is its own LMDB write transaction, committed (and, unl
 ``--no-sync``, fsynced) before the reply is sent.
 
 NetClone (``--netclone-port``, default 7431, 0 = off): a second UDP socket takes NetClone
-requests (the 16-byte header of :mod:`netstor.netclone.header`, then a storage request) and
+requests (the 16-byte header of :mod:`netstor.offloads.netclone.header`, then a storage request) and
 answers with the NetClone reply header (op REPLY; clone, group, seq and fidx echoed;
 ``server_id`` this server's; ``load`` = the queue length once this reply is sent: requests
 that a new request would have to wait behind, ``max(0, pending - workers + 1)`` with
@@ -28,7 +28,7 @@ error.
 
 NetRS (``--netrs-port``, default 7432, 0 = off; optional like NetClone's when the default
 port is taken): a third UDP socket takes NetRS requests (the 13-byte request header of
-:mod:`netstor.netrs.header`, then a storage request), serves the storage request through the
+:mod:`netstor.offloads.netrs.header`, then a storage request), serves the storage request through the
 same workers and answers with the 22-byte response header followed by the storage reply, to
 the request's source address: ``rid`` and ``rv`` echoed, ``mf = f^-1(mf)`` of the request
 (``M_RESP`` after a selection, ``M_DRS`` after degraded selection), ``sm`` 0 (the ToR fills
@@ -65,9 +65,9 @@ import lmdb
 from netstor.proto import (Header, HEADER_LEN, MAGIC, MAX_VALUE, Op, ProtocolError,
                            Status, STORAGE_UDP_PORT, VERSION)
 from netstor.agent import servicetime
-from netstor.netclone.header import (CLONE_COPY, NC_LEN, NETCLONE_UDP_PORT, NcHeader,
+from netstor.offloads.netclone.header import (CLONE_COPY, NC_LEN, NETCLONE_UDP_PORT, NcHeader,
                                      OP_REQ)
-from netstor.netrs.header import (M_DRS, M_RESP, NETRS_UDP_PORT, REQ_LEN as RS_LEN,
+from netstor.offloads.netrs.header import (M_DRS, M_RESP, NETRS_UDP_PORT, REQ_LEN as RS_LEN,
                                   RsRequest, f as rs_f)
 
 __all__ = ["Server", "main"]

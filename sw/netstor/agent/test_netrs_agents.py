@@ -7,14 +7,14 @@ import time
 import pytest
 
 from netstor.agent.server import Server, build_parser
-from netstor.netrs import header as H
+from netstor.offloads.netrs import header as H
 from netstor.proto import Header, Op, Status
 
 LOOP = "127.0.0.1"
 
 
 def test_constants_agree_with_the_data_plane_program():
-    from netstor.programs import netrs as P
+    from netstor.offloads.netrs import program as P
     assert H.NETRS_UDP_PORT == P.NETRS_UDP_PORT == 7432
     assert [n for n, _ in H.RESP_FIELDS][:3] == [n for n, _ in P.HEADER][:3]
     # the request's group/avail are the program's x[16:32] / x[8:16]; the response's SS

@@ -11,7 +11,7 @@ from scapy.packet import Raw
 from netstor.api import Device
 from netstor.model.dataplane import DataplaneModel
 from netstor.programs import default_pipeline
-from netstor.programs.netclone import (NETCLONE_UDP_PORT as PORT, OP_REQ, OP_REPLY, CLONE_NONE,
+from netstor.offloads.netclone.program import (NETCLONE_UDP_PORT as PORT, OP_REQ, OP_REPLY, CLONE_NONE,
                                        CLONE_ORIGINAL, CLONE_COPY)
 
 SW_MAC = "02:00:00:00:ff:01"

@@ -1,4 +1,4 @@
-"""NetRS (rtl/netstor/programs/netrs.py) in the golden model: ToR rules, RSNode selection with
+"""NetRS (sw/netstor/offloads/netrs/program.py) in the golden model: ToR rules, RSNode selection with
 the ranking core's reference, state updates from responses, DRS, source marker and monitor.
 Expected selections come from an independent re-statement of the state arithmetic in this
 file plus ``netstor.model.ranking.rank`` (itself bit-exact with the DSLX and the RTL core)."""
@@ -14,7 +14,7 @@ from netstor.lang import Pipeline
 from netstor.model import ranking as R
 from netstor.model.dataplane import DataplaneModel
 from netstor.programs.l3 import make_l3
-from netstor.programs.netrs import (make_netrs, NETRS_UDP_PORT as PORT, M_REQ, M_RESP, M_MON,
+from netstor.offloads.netrs.program import (make_netrs, NETRS_UDP_PORT as PORT, M_REQ, M_RESP, M_MON,
                                     M_DRS, DRS_RID, f)
 
 SW = 0x0200000000FF

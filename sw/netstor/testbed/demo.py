@@ -151,13 +151,13 @@ def run_demo(*, servers=3, clients=2, rate=250.0, duration=5.0, write_ratio=0.1,
         print(format_report(results, switch_stats, wall), file=out, flush=True)
         res = {"clients": results, "switch": switch_stats, "wall_s": wall}
         if dataplane == "model" and servers >= 2:     # NetClone: same servers, NC switch
-            from netstor.netclone.demo import format_line, run_netclone_step
+            from netstor.offloads.netclone.demo import format_line, run_netclone_step
             # a NetClone request costs the Python switch ~10x a plain frame (two passes, two
             # replies): at most 100 req/s per client keeps the switch out of the result
             res["netclone"] = run_netclone_step(rack, tmp, rate=min(rate, 100.0),
                                                 duration=min(duration, 3.0))
             print(format_line(res["netclone"]["summary"]), file=out, flush=True)
-            from netstor.netrs.demo import format_line as rs_line, run_netrs_step
+            from netstor.offloads.netrs.demo import format_line as rs_line, run_netrs_step
             res["netrs"] = run_netrs_step(rack, tmp, rate=rate, duration=min(duration, 3.0))
             print(rs_line(res["netrs"]["summary"]), file=out, flush=True)
         return res

@@ -47,10 +47,10 @@ def _time(dp, make, port, n, warm=20):
 
 def measure(n=300):
     """``{kind: median us per frame}`` (see the module doc)."""
-    from netstor.netclone.config import netclone_config
-    from netstor.netclone.header import NETCLONE_UDP_PORT, OP_REQ, OP_REPLY, NcHeader
-    from netstor.netrs.config import rack_config
-    from netstor.netrs.header import NETRS_UDP_PORT, RsRequest, f, M_RESP
+    from netstor.offloads.netclone.config import netclone_config
+    from netstor.offloads.netclone.header import NETCLONE_UDP_PORT, OP_REQ, OP_REPLY, NcHeader
+    from netstor.offloads.netrs.config import rack_config
+    from netstor.offloads.netrs.header import NETRS_UDP_PORT, RsRequest, f, M_RESP
     from netstor.proto import Header, Op, Status, STORAGE_UDP_PORT
     from netstor.testbed.rack import Rack
     from netstor.testbed.switch import ModelDataplane, config_ops

@@ -219,7 +219,7 @@ def _builtin():
     register_program(primitives.make_primitives(), enums={"op": program_op_enum(primitives)},
                      hex_fields=("flags", "tag"), info=("op", "tag"),
                      title="netstor primitives test program")
-    from netstor.programs import netclone
+    from netstor.offloads.netclone import program as netclone
     register_program(netclone.make_netclone(), name="netstor_netclone",
                      enums={"op": {netclone.OP_REQ: "REQ", netclone.OP_REPLY: "REPLY"},
                             "clone": {netclone.CLONE_NONE: "none",
@@ -227,7 +227,7 @@ def _builtin():
                                       netclone.CLONE_COPY: "clone"}},
                      hex_fields=("fidx",), info=("op", "clone", "group", "seq", "server_id"),
                      title="NetClone (request cloning)")
-    from netstor.netrs import header as rs
+    from netstor.offloads.netrs import header as rs
     n_common = len(rs.COMMON_FIELDS)
     register("netstor_netrs", rs.NETRS_UDP_PORT, rs.COMMON_FIELDS, reply_sport=True,
              selector="mf",

@@ -119,8 +119,8 @@ def test_register_rejects_bad_specs(args, kw, msg):
 
 def test_netrs_layer_layout_follows_the_magic():
     """Request and response layouts against hand-computed bytes and the agents' encoder
-    (netstor.netrs.header); the storage message behind it is the Netstor layer."""
-    from netstor.netrs import header as rs
+    (netstor.offloads.netrs.header); the storage message behind it is the Netstor layer."""
+    from netstor.offloads.netrs import header as rs
     from netstor.wire.layers import NetstorNetrs
     req = NetstorNetrs(rgid=0x0102, avail=5)
     assert raw(req) == bytes.fromhex("0000 4e5253524551 0000 0102 05")

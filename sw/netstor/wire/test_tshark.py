@@ -167,7 +167,7 @@ def test_tshark_dissects_every_header(tmp_path):
 def test_tshark_dissects_netrs_by_magic(tmp_path):
     """NetRS: the layout follows the magic field (request 13 bytes, response 22); the
     storage message behind it is dissected by the netstor dissector. Bytes hand-computed."""
-    from netstor.netrs import header as rs
+    from netstor.offloads.netrs import header as rs
     port = ("10.0.0.9", rs.NETRS_UDP_PORT)
     inner = proto.Header(op=proto.Op.GET, key=77, req_id=0x01020304).pack()
     req = bytes.fromhex("0000 4e5253524551 0000 0102 05")                    # M_REQ

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from netstor.netclone.config import VIP, netclone_config, ordered_pairs
+from netstor.offloads.netclone.config import VIP, netclone_config, ordered_pairs
 from netstor.testbed.rack import Rack
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0,
@@ -37,8 +37,8 @@ def test_config_applies_and_names_every_pair():
 @needs_root
 def test_netclone_through_the_model_switch():
     from netstor.api import Device
-    from netstor.netclone.compare import run_clients, start_servers
-    from netstor.netclone.config import start_switch
+    from netstor.offloads.netclone.compare import run_clients, start_servers
+    from netstor.offloads.netclone.config import start_switch
     with tempfile.TemporaryDirectory(prefix="netstor-nc-test-") as tmp, \
             Rack(1, 2, workdir=tmp) as rack:
         tmp = Path(tmp)

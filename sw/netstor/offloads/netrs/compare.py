@@ -1,13 +1,13 @@
 """NetRS (the switch selects replicas with C3) against client-side C3 (the paper's CliRS), at
 equal offered load, in the real-socket test bed (needs root).
 
-``python -m netstor.netrs.compare [--out build/bench/netrs.json] [--duration 20] [--rate 33.75]
+``python -m netstor.offloads.netrs.compare [--out build/bench/netrs.json] [--duration 20] [--rate 33.75]
 [--clients 4] [--selectors 25] [--servers 3] [--workers 1] [--tkv-us 20000] [--interval-ms 250]
 [--repeats 2]``
 
 Set-up (one rack, :class:`netstor.testbed.rack.Rack`): clients and storage servers in network
 namespaces, every frame through the golden-model switch, which is the ToR and the only RSNode
-(:func:`netstor.netrs.config.rack_config`). Replica groups: 3 consecutive servers on a ring
+(:func:`netstor.offloads.netrs.config.rack_config`). Replica groups: 3 consecutive servers on a ring
 (replication factor 3, as consistent hashing places them); key ``k`` belongs to group
 ``k mod #groups``; keys Zipf 0.99 over 1000 keys, GETs, Poisson open loop at the same rate
 per client process for both schemes.
@@ -89,10 +89,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from netstor.netclone.compare import pct
-from netstor.netclone.config import start_switch
-from netstor.netrs.config import rack_config
-from netstor.netrs.header import NETRS_UDP_PORT
+from netstor.offloads.netclone.compare import pct
+from netstor.offloads.netclone.config import start_switch
+from netstor.offloads.netrs.config import rack_config
+from netstor.offloads.netrs.header import NETRS_UDP_PORT
 
 __all__ = ["run_scheme", "run_compare", "format_table", "SCHEMES", "main", "FINDINGS"]
 
@@ -296,7 +296,7 @@ def format_table(result):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m netstor.netrs.compare",
+    ap = argparse.ArgumentParser(prog="python -m netstor.offloads.netrs.compare",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="build/bench/netrs.json")
     ap.add_argument("--clients", type=int, default=4)

@@ -1,6 +1,6 @@
 """The NetRS step of ``make demo`` (:mod:`netstor.testbed.demo`): on the demo's rack, with its
 storage servers still running (they listen on the NetRS port too), the switch is restarted
-with the NetRS configuration (:func:`netstor.netrs.config.rack_config`: the switch is the ToR
+with the NetRS configuration (:func:`netstor.offloads.netrs.config.rack_config`: the switch is the ToR
 and the RSNode, C3) and every client sends NetRS requests to a backup replica for a few
 seconds at a rate the model switch keeps up with; one line of results, with the monitor
 counters read from the switch's control window."""
@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from netstor.netclone.compare import pct
-from netstor.netclone.config import start_switch
-from netstor.netrs.compare import load_argv
-from netstor.netrs.config import rack_config
+from netstor.offloads.netclone.compare import pct
+from netstor.offloads.netclone.config import start_switch
+from netstor.offloads.netrs.compare import load_argv
+from netstor.offloads.netrs.config import rack_config
 
 __all__ = ["run_netrs_step", "format_line"]
 

@@ -1,7 +1,7 @@
 """NetClone against no cloning and client-side cloning, at equal offered load, in the
 real-socket test bed (needs root).
 
-``python -m netstor.netclone.compare [--out build/bench/netclone.json] [--duration S]
+``python -m netstor.offloads.netclone.compare [--out build/bench/netclone.json] [--duration S]
 [--rate R] [--clients 2] [--servers 4]``
 
 Set-up (one rack, :class:`netstor.testbed.rack.Rack`): 2 client hosts, 4 storage servers,
@@ -19,7 +19,7 @@ a NetClone request costs the model ~3x a plain frame (two passes and two outputs
 1-2 ms scale that noise and the switch cost swamp the service-time tail cloning is meant to
 cut (measured: exp 2 ms at 200 req/s: p99 single 14 ms, client cloning 41 ms, NetClone 33 ms).
 
-Groups are every ordered pair of servers (12 groups: :mod:`netstor.netclone.config`). The
+Groups are every ordered pair of servers (12 groups: :mod:`netstor.offloads.netclone.config`). The
 three schemes draw a group uniformly per request:
 
 * ``single`` (no cloning): one server of the pair at random (plain storage requests);
@@ -87,8 +87,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from netstor.netclone.config import netclone_config, start_switch
-from netstor.netclone.header import NETCLONE_UDP_PORT
+from netstor.offloads.netclone.config import netclone_config, start_switch
+from netstor.offloads.netclone.header import NETCLONE_UDP_PORT
 
 __all__ = ["run_scheme", "run_compare", "format_table", "DISTRIBUTIONS", "SCHEMES", "main"]
 
@@ -313,7 +313,7 @@ def format_table(result):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m netstor.netclone.compare",
+    ap = argparse.ArgumentParser(prog="python -m netstor.offloads.netclone.compare",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="build/bench/netclone.json")
     ap.add_argument("--clients", type=int, default=2)

@@ -4,7 +4,7 @@ Tiers follow the NetRS paper (section 3.2): the *tier ID* of a device is its dis
 tier, so core switches are tier 0, aggregation switches tier 1, ToR switches tier 2 and a
 traffic group has the tier of the ToR its hosts hang off.
 
-Naming (stable, used by :mod:`netstor.netrs.rules`):
+Naming (stable, used by :mod:`netstor.offloads.netrs.rules`):
 
 * core switches   ``c<i>``            i in [0, (k/2)^2)
 * aggregation     ``a<pod>_<i>``      i in [0, k/2)

@@ -9,14 +9,14 @@ import pytest
 from netstor.agent.client import Engine
 from netstor.agent.load import parse_groups, parse_pairs, run_load
 from netstor.agent.server import Server, build_parser
-from netstor.netclone import header as H
+from netstor.offloads.netclone import header as H
 from netstor.proto import Header, Op, Status
 
 LOOP = "127.0.0.1"
 
 
 def test_constants_agree_with_the_data_plane_program():
-    from netstor.programs import netclone as P
+    from netstor.offloads.netclone import program as P
     assert (H.NETCLONE_UDP_PORT, H.OP_REQ, H.OP_REPLY) == (P.NETCLONE_UDP_PORT, P.OP_REQ,
                                                            P.OP_REPLY)
     assert (H.CLONE_NONE, H.CLONE_ORIGINAL, H.CLONE_COPY) == (P.CLONE_NONE, P.CLONE_ORIGINAL,

@@ -3,7 +3,7 @@ selection plan turned into one such configuration per device.
 
 The section (registered with :func:`netstor.config.register_section`; ``netstor apply`` and
 the controller install it) describes what one device holds, in NetRS terms, and expands into
-the data plane's tables and banks (``netstor.programs.netrs``)::
+the data plane's tables and banks (``netstor.offloads.netrs.program``)::
 
     netrs:
       marker: {pod: 0, rack: 1}            # rs.marker cell 0 = pod << 16 | rack (or an int)
@@ -22,8 +22,8 @@ Every key is optional; the listed tables are replaced (entries not listed are re
 a ``tables:`` entry with ``replace: true``. Errors name the place (``netrs.servers[1]: ...``)
 and nothing is written (the whole configuration is one batch).
 
-:func:`plan_configs` turns a plan of :mod:`netstor.netrs.placement` on a
-:class:`netstor.netrs.topology.FatTree` into ``{switch: config}``: the ``netrs:`` section
+:func:`plan_configs` turns a plan of :mod:`netstor.offloads.netrs.placement` on a
+:class:`netstor.offloads.netrs.topology.FatTree` into ``{switch: config}``: the ``netrs:`` section
 of each device (ToRs: traffic groups with the plan's RSNode id or DRS, the source marker;
 operators' switches: their RSNode ids; switches on the way to an RSNode in use: a forward
 entry to the next hop; RSNodes in use: replica groups and the way to every server) plus
@@ -44,7 +44,7 @@ from __future__ import annotations
 import ipaddress
 from collections import defaultdict
 
-from netstor.programs.netrs import DRS_RID, NR, SERVERS, TGROUPS
+from netstor.offloads.netrs.program import DRS_RID, NR, SERVERS, TGROUPS
 
 __all__ = ["expand_section", "apply_section", "plan_configs", "device_ports", "port_mac",
            "host_mac", "ALGOS", "server_ids", "ring_replica_groups"]
@@ -261,7 +261,7 @@ def plan_configs(inst, plan, replica_groups=None, *, algo="c3", n=1, routes=True
     """``{switch: config}`` realising ``plan`` (see the module doc). ``replica_groups``:
     ``{group id: [server host, ...]}`` (default: :func:`ring_replica_groups` of every host
     that is not in a traffic group); ``ids``: operator -> RSNode id (default
-    :func:`netstor.netrs.rules.assign_rsnode_ids`)."""
+    :func:`netstor.offloads.netrs.rules.assign_rsnode_ids`)."""
     from .rules import assign_rsnode_ids
     topo = inst.topo
     ids = dict(assign_rsnode_ids(topo) if ids is None else ids)

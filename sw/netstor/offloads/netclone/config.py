@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netstor.netclone.header import (NETCLONE_UDP_PORT, POLICY_LEAST_LOADED, POLICY_RANDOM,
+from netstor.offloads.netclone.header import (NETCLONE_UDP_PORT, POLICY_LEAST_LOADED, POLICY_RANDOM,
                                      SERVERS)
 
 __all__ = ["VIP", "NcSetup", "ordered_pairs", "netclone_config", "start_switch"]

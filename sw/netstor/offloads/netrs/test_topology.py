@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from netstor.netrs.topology import AGG, CORE, TOR, FatTree, accelerator_capacity
+from netstor.offloads.netrs.topology import AGG, CORE, TOR, FatTree, accelerator_capacity
 
 
 @pytest.mark.parametrize("k", [4, 8, 16])

@@ -17,11 +17,11 @@ from netstor.api import Device
 from netstor.config import ConfigError
 from netstor.model import ranking as R
 from netstor.model.dataplane import DataplaneModel
-from netstor.netrs.config import (device_ports, expand_section, host_mac, plan_configs,
+from netstor.offloads.netrs.config import (device_ports, expand_section, host_mac, plan_configs,
                                   ring_replica_groups, server_ids)
-from netstor.netrs.header import M_DRS, M_MON, M_REQ, M_RESP, NETRS_UDP_PORT, RsRequest, f
-from netstor.netrs.placement import Plan, paper_instance, solve_with_drs, tor_based_plan
-from netstor.netrs.rules import assign_rsnode_ids
+from netstor.offloads.netrs.header import M_DRS, M_MON, M_REQ, M_RESP, NETRS_UDP_PORT, RsRequest, f
+from netstor.offloads.netrs.placement import Plan, paper_instance, solve_with_drs, tor_based_plan
+from netstor.offloads.netrs.rules import assign_rsnode_ids
 from netstor.programs import default_pipeline
 from netstor.proto import Header, Op
 
@@ -101,7 +101,7 @@ def _hdr(frame):
 
 class Ref:
     """Independent re-statement of an RSNode's selection state (spec: the module doc of
-    ``netstor.programs.netrs``): per server q, os, t, r; per group a round-robin pointer
+    ``netstor.offloads.netrs.program``): per server q, os, t, r; per group a round-robin pointer
     that is also C3's tie-break start; the choice from ``netstor.model.ranking.rank``."""
 
     def __init__(self):

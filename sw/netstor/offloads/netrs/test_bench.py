@@ -1,6 +1,6 @@
 import json
 
-from netstor.netrs.bench import main
+from netstor.offloads.netrs.bench import main
 
 
 def test_bench_small(tmp_path, capsys):

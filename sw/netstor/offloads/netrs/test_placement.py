@@ -11,18 +11,18 @@ import random
 
 import pytest
 
-from netstor.netrs.placement import (AdaptivePlacer, Instance, Plan, TrafficGroup,
+from netstor.offloads.netrs.placement import (AdaptivePlacer, Instance, Plan, TrafficGroup,
                                      aggregated_bound, failure_update, heuristic_plan,
                                      paper_instance, solve_ilp, solve_with_drs,
                                      tor_based_plan)
-from netstor.netrs.topology import FatTree
+from netstor.offloads.netrs.topology import FatTree
 
 # ---------------------------------------------------------------------------------------
 # independent reference: BFS on the topology's adjacency
 # ---------------------------------------------------------------------------------------
 
 
-from netstor.netrs.refcheck import bfs  # noqa: E402
+from netstor.offloads.netrs.refcheck import bfs  # noqa: E402
 
 
 class Ref:
@@ -348,7 +348,7 @@ def test_adaptive_reacts_to_capacity_violation():
 
 
 def test_drs_for_violations_after_workload_change():
-    from netstor.netrs.placement import drs_for_violations
+    from netstor.offloads.netrs.placement import drs_for_violations
     inst = paper_instance(4, seed=1)
     res = solve_ilp(inst)
     # every group's traffic grows 3x: capacities and E no longer hold for the old plan
@@ -371,5 +371,5 @@ def test_drs_for_violations_after_workload_change():
 
 
 def plan_extra_changed(inst, old, new):
-    from netstor.netrs.placement import plan_extra
+    from netstor.offloads.netrs.placement import plan_extra
     return plan_extra(inst, new) < plan_extra(inst, old)

@@ -1,5 +1,5 @@
 """The NetRS header between UDP and the storage message, for the agents and the wire tools
-(layout and constants: the data-plane program ``netstor.programs.netrs``).
+(layout and constants: the data-plane program ``netstor.offloads.netrs.program``).
 
 Two layouts (paper 5.1), both big-endian, told apart by the 48-bit magic field ``mf``:
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from netstor.programs.netrs import (NETRS_UDP_PORT, M_REQ, M_RESP, M_MON, M_DRS, DRS_RID,  # noqa: F401
+from netstor.offloads.netrs.program import (NETRS_UDP_PORT, M_REQ, M_RESP, M_MON, M_DRS, DRS_RID,  # noqa: F401
                                     MASK48, SERVERS, NR, f)
 
 __all__ = ["NETRS_UDP_PORT", "M_REQ", "M_RESP", "M_MON", "M_DRS", "DRS_RID", "f", "f_inv",

@@ -1,6 +1,6 @@
 """RSNode placement benchmark: ILP (HiGHS) vs Algorithm 1 on the paper's setup.
 
-``python -m netstor.netrs.bench --out build/bench/placement.json``
+``python -m netstor.offloads.netrs.bench --out build/bench/placement.json``
 
 For each k (default 4, 8, 16; k = 16 is the paper's 1024-host fat tree, section 6.1: 500
 clients, 100 servers on random hosts, one accelerator per switch, ``T^max`` = 50 000 req/s,

@@ -1,5 +1,5 @@
 """The NetClone header between UDP and the storage message, for the agents (layout and
-constants: the data-plane program ``netstor.programs.netclone``)."""
+constants: the data-plane program ``netstor.offloads.netclone.program``)."""
 from __future__ import annotations
 
 import struct
@@ -9,7 +9,7 @@ __all__ = ["NETCLONE_UDP_PORT", "OP_REQ", "OP_REPLY", "CLONE_NONE", "CLONE_ORIGI
            "CLONE_COPY", "POLICY_RANDOM", "POLICY_LEAST_LOADED", "NC_LEN", "NcHeader",
            "split"]
 
-from netstor.programs.netclone import (NETCLONE_UDP_PORT, OP_REQ, OP_REPLY, CLONE_NONE,  # noqa: F401
+from netstor.offloads.netclone.program import (NETCLONE_UDP_PORT, OP_REQ, OP_REPLY, CLONE_NONE,  # noqa: F401
                                        CLONE_ORIGINAL, CLONE_COPY, POLICY_RANDOM,
                                        POLICY_LEAST_LOADED, SERVERS)
 _FMT = struct.Struct("!BBHIHHHH")

@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from netstor.netrs.placement import (Plan, failure_update, paper_instance, solve_ilp,
+from netstor.offloads.netrs.placement import (Plan, failure_update, paper_instance, solve_ilp,
                                      solve_with_drs, tor_based_plan)
-from netstor.netrs.rules import (DRS_RSNODE_ID, assign_rsnode_ids, diff_rules, plan_rules)
+from netstor.offloads.netrs.rules import (DRS_RSNODE_ID, assign_rsnode_ids, diff_rules, plan_rules)
 
 
-from netstor.netrs.refcheck import bfs  # noqa: E402
+from netstor.offloads.netrs.refcheck import bfs  # noqa: E402
 
 
 class Tables:

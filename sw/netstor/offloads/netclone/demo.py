@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from netstor.netclone.compare import pct, run_clients
-from netstor.netclone.config import netclone_config, start_switch
+from netstor.offloads.netclone.compare import pct, run_clients
+from netstor.offloads.netclone.config import netclone_config, start_switch
 
 __all__ = ["run_netclone_step", "format_line"]
 

@@ -10,7 +10,7 @@ Every rule is a dict::
 (table names ``netrs_*``, ECMP next-hop sets), which the rule-walking tests check; the
 entries the data plane really holds (``rs.tgroups``, ``rs.local``, ``rs.forward``,
 ``rs.rgroups``, ``rs.servers``, ``rs.marker``, ``l3.routes``) come from
-:func:`netstor.netrs.config.plan_configs`, as one netstor configuration (with a ``netrs:``
+:func:`netstor.offloads.netrs.config.plan_configs`, as one netstor configuration (with a ``netrs:``
 section) per device.
 
 Logical tables:
