@@ -6,11 +6,11 @@ Run by ``netstor.testbed.switch --dataplane rtl`` through ``core_build.run_core(
 Environment:
 
 * ``NETSTOR_RTL_IF0`` / ``NETSTOR_RTL_IF1``: the interfaces of wire ports 0 and 1 (AF_PACKET,
-  :class:`netstor.testbed.switch.PortSocket`: own transmissions ignored, partial checksums
+  :class:`netstor.testbed.ports.PortSocket`: own transmissions ignored, partial checksums
   completed);
 * ``NETSTOR_RTL_WRITES``: JSON ``{"writes": [[memory, address, word]...], "regs": [[name,
   value]...]}``, the configuration's control-plane operations
-  (:func:`netstor.testbed.switch.config_ops`), applied over AXI-Lite through the project's
+  (:func:`netstor.compiler.config_ops`), applied over AXI-Lite through the project's
   ``AsyncCsrClient`` and mirrored into the golden model (``CoreEnv.apply``);
 * ``NETSTOR_RTL_READY``: a file touched once the tables are programmed and the sockets open;
 * ``NETSTOR_RTL_STOP``: the run ends when this file appears; also after
@@ -37,7 +37,8 @@ import cocotb
 from cocotb.triggers import ClockCycles
 
 from core_env import CoreEnv
-from netstor.testbed.switch import PortSocket, SwitchStats, write_json_atomic
+from netstor.testbed.ports import PortSocket
+from netstor.testbed.stats import SwitchStats, write_json_atomic
 
 
 def _env(name, default=None):

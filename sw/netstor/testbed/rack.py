@@ -86,7 +86,7 @@ def route_config(hosts):
 def route_writes(hosts, pipeline=None):
     """:func:`route_config` as table writes for ``pipeline`` (default: the default one)."""
     from netstor.programs import default_pipeline
-    from .switch import config_writes
+    from netstor.compiler import config_writes
     return config_writes(pipeline or default_pipeline(), route_config(hosts))
 
 

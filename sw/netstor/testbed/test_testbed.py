@@ -11,7 +11,8 @@ import pytest
 
 from netstor.testbed import netns
 from netstor.testbed.rack import Rack, port_mac
-from netstor.testbed.switch import complete_checksum, config_writes
+from netstor.compiler import config_writes
+from netstor.testbed.ports import complete_checksum
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the test bed needs root")
 

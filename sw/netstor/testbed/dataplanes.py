@@ -1,0 +1,52 @@
+"""The data planes the test-bed switch forwards through: the golden model in this process
+(optionally serving its control window on a Unix socket) or the RTL in Verilator."""
+from __future__ import annotations
+
+import threading
+import time
+
+from netstor.api import load_schema
+from netstor.driver.remote import WindowServer
+from netstor.driver.tables import apply_writes
+from netstor.driver.transports import ModelTransport
+from netstor.model.dataplane import DataplaneModel
+from netstor.programs import default_pipeline
+
+__all__ = ["ModelDataplane"]
+
+
+class ModelDataplane:
+    """The golden model as the switch's data plane."""
+    kind = "model"
+
+    def __init__(self, writes=(), regs=(), *, control=None, schema=None):
+        """``control``: serve the model's control window at this Unix socket path (device
+        ``unix:PATH`` for ``netstor --device`` and the controller)."""
+        self.pipeline = default_pipeline()
+        self.P = self.pipeline.n_ports
+        self.model = DataplaneModel(self.pipeline)
+        apply_writes(self.model, writes)
+        for name, value in regs:
+            self.model.reg_write(name, value)
+        self.lock = threading.Lock()
+        self.server = None
+        if control:
+            self.server = WindowServer(ModelTransport(self.model, load_schema(schema)),
+                                       control, self.lock).start()
+
+    def process(self, frame, port):
+        # the arrival timestamp a card would give: its 250 MHz core clock (32 bits); NetRS
+        # times responses with it
+        arrival = (time.monotonic_ns() >> 2) & 0xFFFF_FFFF
+        with self.lock:
+            return [(o.port, o.frame) for o in self.model.process(frame, port,
+                                                                    arrival=arrival)]
+
+    def counters(self):
+        with self.lock:
+            return self.model.counters()
+
+    def close(self):
+        if self.server:
+            self.server.stop()
+            self.server = None
