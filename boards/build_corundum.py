@@ -7,7 +7,7 @@ What it does (paths relative to ``$CORUNDUM_DIR/fpga``):
 
 1. Takes netstor's generated Verilog from ``--rtl-dir`` (default ``build/rtl``, made by
    ``make rtl``): ``mqnic_app_block.v`` (the wrapper; generated here from
-   ``netstor.corundum`` if missing), ``netstor_core.v`` and any other ``*.v`` there (for
+   ``netstor.build.corundum`` if missing), ``netstor_core.v`` and any other ``*.v`` there (for
    instance the XLS ranking core). Checks that the wrapper declares ``mqnic_app_block`` with
    the requested APP_ID and that its port count matches the board's ``IF_COUNT*PORTS_PER_IF``.
 2. Copies them (``--link``: symlinks) into ``app/<name>/rtl/``, the place Corundum keeps
@@ -69,8 +69,7 @@ def collect_rtl(rtl_dir: Path, app_id: int) -> list[Path]:
     if not core.exists():
         raise BuildError(f"{core} is missing: run 'make rtl' in {REPO} first")
     if not wrapper.exists():
-        sys.path.insert(0, str(REPO / "rtl"))
-        from netstor.corundum import mqnic_app_block_verilog
+        from netstor.build.corundum import mqnic_app_block_verilog
         wrapper.write_text(mqnic_app_block_verilog({"app_id": app_id}))
     if not re.search(r"^\s*module\s+mqnic_app_block\b", wrapper.read_text(), re.M):
         raise BuildError(f"{wrapper} does not declare module mqnic_app_block")

@@ -28,7 +28,7 @@ def generate():
     from netstor.build import extra_verilog
     for name, text in extra_verilog(core).items():
         write_if_changed(d / name, text)
-    from netstor.corundum import mqnic_app_block_verilog
+    from netstor.build.corundum import mqnic_app_block_verilog
     write_if_changed(d / "mqnic_app_block.v", mqnic_app_block_verilog({"PORT_COUNT": core.P}))
     return core.P, d, schema
 

@@ -51,7 +51,7 @@ def tb_core_verilog(n_ports=2):
                     body.append(f"assign {grp}_{s}[{p * w} +: {w}] = {pre}{p}_{s};")
                 else:
                     body.append(f"assign {pre}{p}_{s} = {grp}_{s}[{p * w} +: {w}];")
-    from netstor.corundum import app_block_ports, APP_ID
+    from netstor.build.corundum import app_block_ports, APP_ID
     used = {c[1:c.index("(")] for c in conns}
     inst = []
     for _, group in app_block_ports():

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from netstor.corundum import APP_ID, CoreConfig, core_port_list, mqnic_app_block_verilog
+from netstor.build.corundum import APP_ID, CoreConfig, core_port_list, mqnic_app_block_verilog
 
 ROOT = Path(__file__).resolve().parent.parent
 PORTS_JSON = ROOT / "boards" / "corundum" / "app_block_ports.json"

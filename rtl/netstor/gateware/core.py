@@ -1,6 +1,6 @@
 """``netstor_core``: the data plane with Corundum's sync-tap port names, packed per port.
 
-This is what the generated ``mqnic_app_block`` wrapper (``netstor.corundum``) instantiates. All
+This is what the generated ``mqnic_app_block`` wrapper (``netstor.build.corundum``) instantiates. All
 ports are in the core clock domain (``clk``/``rst``, 250 MHz on Alveo):
 
 * ``s_axil_*``: the application control window (AXI-Lite, 24-bit address, 32-bit data);

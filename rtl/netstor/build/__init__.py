@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -52,7 +51,7 @@ def generate(out: Path):
         "netstor_core.v": core_verilog(core),
         "schema.json": json.dumps(core.schema, indent=1, sort_keys=True) + "\n",
     }
-    from netstor.corundum import mqnic_app_block_verilog
+    from netstor.build.corundum import mqnic_app_block_verilog
     files["mqnic_app_block.v"] = mqnic_app_block_verilog({"PORT_COUNT": core.P})
     files.update(extra_verilog(core))
     changed = [n for n, t in files.items() if write_if_changed(out / n, t)]
@@ -60,7 +59,7 @@ def generate(out: Path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="netstor.build")
+    ap = argparse.ArgumentParser(prog="python -m netstor.build")
     ap.add_argument("what", choices=["rtl"])
     ap.add_argument("--out", default="build/rtl")
     a = ap.parse_args(argv)
@@ -70,6 +69,3 @@ def main(argv=None):
           f"{len(core.schema.get('counters', []))} counters; "
           f"{'rewrote ' + ', '.join(changed) if changed else 'up to date'}")
 
-
-if __name__ == "__main__":
-    main()

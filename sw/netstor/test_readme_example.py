@@ -1,10 +1,10 @@
 """The README's program example runs: it builds a Pipeline, elaborates, and the model runs it."""
 import re
-from pathlib import Path
+from netstor.paths import repo_root
 
 from netstor.lang import Pipeline
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = repo_root() / "README.md"
 
 
 def test_readme_program_example():

@@ -1,7 +1,7 @@
 """The committed register page matches what the gateware generates."""
-from netstor.docs import PAGE, render, current_schema
+from netstor.build.docs import PAGE, render, current_schema
 
 
 def test_register_page_is_current():
     assert PAGE.read_text() == render(current_schema()), (
-        "docs/registers.md is stale: run `.venv/bin/python -m netstor.docs`")
+        "docs/registers.md is stale: run `.venv/bin/python -m netstor.build.docs`")
