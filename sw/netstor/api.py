@@ -34,12 +34,19 @@ from netstor.driver.regs import CsrClient
 from netstor.driver.schema_view import SchemaPipeline
 from netstor.driver.tables import TableWriter, TableFullError
 from netstor.driver.transports import open_device
+from netstor.paths import NoCheckout, build_dir
 
 __all__ = ["Device", "Table", "Bank", "TableFullError", "parse_uint", "load_schema",
            "format_value"]
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_SCHEMA = REPO / "build" / "rtl" / "schema.json"
+
+
+def _default_schema():
+    """The checkout's ``build/rtl/schema.json`` (None when running from a wheel)."""
+    try:
+        return build_dir("rtl") / "schema.json"
+    except NoCheckout:
+        return None
 
 
 def load_schema(schema=None):
@@ -49,8 +56,9 @@ def load_schema(schema=None):
         return schema
     if schema is None:
         schema = os.environ.get("NETSTOR_SCHEMA")
-        if schema is None and DEFAULT_SCHEMA.exists():
-            schema = DEFAULT_SCHEMA
+        default = _default_schema()
+        if schema is None and default is not None and default.exists():
+            schema = default
     if schema is None:
         from netstor.build import build_core
         return build_core().schema

@@ -360,9 +360,9 @@ def load_config_text(tmp_path, text):
 def test_documented_configurations_apply(schema):
     """Every YAML example in docs/host-software.md and README.md applies cleanly."""
     import re
-    from pathlib import Path
     import yaml
-    root = Path(__file__).resolve().parents[2]
+    from netstor.paths import repo_root
+    root = repo_root()
     blocks = []
     for doc in ("docs/host-software.md", "README.md"):
         blocks += re.findall(r"```yaml\n(.*?)```", (root / doc).read_text(), re.S)
