@@ -11,18 +11,30 @@ JOBS ?= 2
 
 all: rtl
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.lock
-	$(PY) -c "import site, pathlib; pathlib.Path(site.getsitepackages()[0], 'netstor-dev.pth').write_text('$(CURDIR)/rtl\n$(CURDIR)/sw\n$(CURDIR)/sim\n')"
-	for s in netstor:netstor.cli netstor-server:netstor.agent.server netstor-load:netstor.agent.load; do \
-	  printf '#!/bin/sh\nexec "%s" -m %s "$$@"\n' "$(CURDIR)/$(PY)" "$${s#*:}" > $(VENV)/bin/$${s%%:*}; \
-	  chmod +x $(VENV)/bin/$${s%%:*}; done
+	rm -f $(VENV)/lib/python*/site-packages/netstor-dev.pth   # the pre-package layout
 	touch $@
 
-venv: $(STAMP)
+# `pip install -e .`: the netstor package (rtl/, sim/, sw/ folders, see setup.py) and its console
+# scripts. Redone when the packaging or the set of top-level subpackages changes (an editable
+# install maps each subpackage folder by name).
+EDITABLE := $(VENV)/.editable
+LAYOUT := $(sort $(dir $(wildcard rtl/netstor/*/__init__.py sim/netstor/*/__init__.py)))
+$(EDITABLE): $(STAMP) pyproject.toml setup.py FORCE
+	@if [ ! -e $@ ] || [ pyproject.toml -nt $@ ] || [ setup.py -nt $@ ] \
+	    || [ "$$(cat $@)" != "$(LAYOUT)" ]; then \
+	  echo "pip install -e . (netstor package)"; \
+	  $(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . \
+	    && echo "$(LAYOUT)" > $@; fi
 
-rtl: $(STAMP)
+.PHONY: FORCE
+FORCE:
+
+venv: $(EDITABLE)
+
+rtl: $(EDITABLE)
 	$(PY) -m netstor.build rtl --out build/rtl
 
 # System packages the tests need (tshark for the Wireshark dissector test); apt only if missing.
@@ -38,7 +50,7 @@ sysdeps:
 test: rtl sysdeps
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
 
-formal: $(STAMP)
+formal: $(EDITABLE)
 	$(PY) -m pytest -n $(JOBS) -q formal
 
 bench: rtl
@@ -55,7 +67,7 @@ demo: rtl
 
 .PHONY: demo-rtl
 demo-rtl: rtl
-	$(PY) -m netstor.demo
+	$(PY) -m netstor.sim.demo
 
 clean:
 	rm -rf build

@@ -50,7 +50,8 @@ from amaranth.lib.wiring import In
 from netstor.gateware.csr import CsrBuilder
 from netstor.gateware.stages import build_element
 from netstor.lang.expr import Old
-from netstor.lang.program import Pipeline, Program, RegisterOp
+from netstor.elements import RegisterOp
+from netstor.lang.program import Pipeline, Program
 from props_packet_buffer import _started
 
 __all__ = ["RegisterProps"]

@@ -13,8 +13,8 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from core_env import CoreEnv, pause_generator
-from frames import (udp_frame, prim_frame, arp_frame, ipv6_frame, tcp_frame, bad_frames,
+from netstor.sim.core_env import CoreEnv, pause_generator
+from netstor.sim.frames import (udp_frame, prim_frame, arp_frame, ipv6_frame, tcp_frame, bad_frames,
                     ROUTER_MAC)
 from netstor.gateware.core import APP_ID
 from netstor.programs.primitives import (OP_FORWARD, OP_CAS, OP_MAX, OP_MCAST, OP_RECIRC,
@@ -261,7 +261,7 @@ async def test_host_api(dut):
     drives the simulated RTL through a bridge thread: the same configuration applied to the
     RTL and to the model gives the same tables, read-backs, outputs and counters."""
     from cocotb.task import bridge
-    from axil_transport import AxilTransport
+    from netstor.sim.axil_transport import AxilTransport
     from netstor.api import Device
     env = CoreEnv(dut, seed=SEED)
     await env.reset()
@@ -312,7 +312,7 @@ async def test_netclone(dut):
     bad header fields. Stateful NetClone packets share one input (so the hardware sees them in
     the model's order); routed traffic loads the other port meanwhile."""
     from cocotb.task import bridge
-    from axil_transport import AxilTransport
+    from netstor.sim.axil_transport import AxilTransport
     from netstor.api import Device
     from netstor.offloads.netclone.program import OP_REQ, OP_REPLY
     env = CoreEnv(dut, seed=SEED + 7)
@@ -407,7 +407,7 @@ async def test_netrs(dut):
     in on port 0 and responses on port 1 (the servers' side), never in the same window, so the
     hardware handles the stateful packets in the model's order."""
     from cocotb.task import bridge
-    from axil_transport import AxilTransport
+    from netstor.sim.axil_transport import AxilTransport
     from netstor.api import Device
     from netstor.offloads.netrs.program import M_RESP, M_MON, M_DRS, DRS_RID, NETRS_UDP_PORT
     env = CoreEnv(dut, seed=SEED + 11)

@@ -16,7 +16,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
-from axil_transport import AxilTransport
+from netstor.sim.axil_transport import AxilTransport
 
 from netstor.driver.regs import AsyncCsrClient, IndirectError, SchemaMismatch, schema_hash
 

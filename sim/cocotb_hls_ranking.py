@@ -14,7 +14,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge
 
-from netstor.model import ranking as R
+from netstor.offloads.netrs import ranking as R
 
 LATENCY = int(os.environ["RANK_LATENCY"])
 N_B2B = int(os.environ.get("RANK_N_B2B", "500"))

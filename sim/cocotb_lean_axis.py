@@ -14,7 +14,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from lean_axis import LeanEngine, LeanSink, LeanSource
+from netstor.sim.lean_axis import LeanEngine, LeanSink, LeanSource
 
 
 def pause_gen(rng, prob):

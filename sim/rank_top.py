@@ -9,7 +9,9 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from netstor.lang import Program, Rank, Pipeline
+from netstor.elements import Rank
+from netstor.lang import Program, Pipeline
+from netstor.offloads.netrs.ranking_core import XLS_RANKING
 
 NREP = 4
 INPUTS = {"algo": 2, "avail": 8, "n": 8, "rr": 3, "rnd": 16, "tag": 16, "en": 1,
@@ -21,7 +23,7 @@ OUTPUTS = {"found": 1, "index": 3, "score": 53, "tag": 16}
 def make_rank_pipeline():
     p = Program("t")
     f = {k: p.meta(k, w) for k, w in {**INPUTS, "score": 53}.items()}
-    e = Rank("rank", algo=f["algo"], avail=f["avail"], n=f["n"], rr=f["rr"], rnd=f["rnd"],
+    e = Rank("rank", core=XLS_RANKING, algo=f["algo"], avail=f["avail"], n=f["n"], rr=f["rr"], rnd=f["rnd"],
              replicas=[tuple(f[f"{k}{i}"] for k in Rank.WIDTHS) for i in range(NREP)],
              found=f["found"], index=f["index"], score=f["score"], when=f["en"])
     p.add(e)

@@ -8,7 +8,7 @@ from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from harness import elaborate, run_cocotb
+from netstor.sim.harness import elaborate, run_cocotb
 from netstor.gateware.arbiter import IngressArbiter
 from netstor.gateware.axis import LEN_WIDTH, PORT_WIDTH
 from netstor.gateware.packet_buffer import PacketBuffer

@@ -6,7 +6,7 @@ compared with.
 """
 import pytest
 
-from core_build import run_core
+from netstor.sim.core_build import run_core
 
 CASES = ["test_identity", "test_l3_mixed_traffic", "test_primitives", "test_bad_input",
          "test_sizes_backpressure_updates", "test_ethernet_mac_ports", "test_fuzz",

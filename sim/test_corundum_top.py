@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-import harness
+from netstor.sim import harness
 from netstor.build.corundum import APP_ID, CoreConfig, core_port_list, mqnic_app_block_verilog
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from amaranth.hdl import Module, Signal, Array
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
-from harness import BUILD, elaborate, run_cocotb
+from netstor.sim.harness import BUILD, elaborate, run_cocotb
 from netstor.gateware.csr import CsrBuilder, axil_slave_signature, NETSTOR_APP_ID
 
 FAST_W, FAST_DEPTH = 40, 16

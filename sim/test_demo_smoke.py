@@ -1,4 +1,4 @@
-"""Smoke test of ``make demo``: ``python -m netstor.demo`` with a few frames on the shared core
+"""Smoke test of ``make demo-rtl``: ``python -m netstor.sim.demo`` with a few frames on the shared core
 build (``core_build``) exits 0 and writes a sane ``report.json``."""
 import json
 import os
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_demo_smoke(tmp_path):
     env = dict(os.environ, NETSTOR_DEMO_FRAMES="40", NETSTOR_SEED="3",
                NETSTOR_DEMO_OUT=str(tmp_path))
-    run = subprocess.run([sys.executable, "-m", "netstor.demo"], cwd=ROOT, env=env,
+    run = subprocess.run([sys.executable, "-m", "netstor.sim.demo"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert "hardware == golden model: 40 frames" in run.stdout

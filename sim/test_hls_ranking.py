@@ -3,13 +3,13 @@
 Top: ``RankingCore`` (the Amaranth wrapper, an ``Instance`` of ``xls_ranking``). The testbench
 (sim/cocotb_hls_ranking.py) feeds one selection per clock (back to back, then with random
 valid gaps and random data on the idle cycles), compares every result bit for bit with the
-Python reference (``netstor.model.ranking``) and checks that each result appears exactly the
+Python reference (``netstor.offloads.netrs.ranking``) and checks that each result appears exactly the
 schedule's latency after its request. Builds into build/sim/hls_ranking/.
 """
 import pytest
 
-from harness import elaborate, run_cocotb
-from netstor import hls
+from netstor.sim.harness import elaborate, run_cocotb
+from netstor.offloads.netrs import ranking_core as hls
 
 
 @pytest.mark.cocotb

@@ -6,7 +6,7 @@ one cycle after it entered when nothing stalls. Testbench: sim/cocotb_lean_axis.
 """
 import pytest
 
-from harness import run_cocotb
+from netstor.sim.harness import run_cocotb
 
 
 def passthrough_verilog(width=512, user=16):

@@ -5,8 +5,8 @@ Verilog of the core into build/sim/rank_element/; ``sim/cocotb_rank_element.py``
 every output field with the golden model's execution of the same element."""
 import pytest
 
-from harness import elaborate, run_cocotb
-from netstor import hls
+from netstor.sim.harness import elaborate, run_cocotb
+from netstor.offloads.netrs import ranking_core as hls
 from rank_top import RankTop
 
 
@@ -25,7 +25,7 @@ def test_rank_element_in_the_model_agrees_with_the_reference():
     """The model's Rank element is the reference function on the element's inputs (availability
     limited to the declared replicas, unused slots empty)."""
     import random
-    from netstor.model import ranking as R
+    from netstor.offloads.netrs import ranking as R
     from netstor.model.dataplane import DataplaneModel
     from rank_top import make_rank_pipeline, INPUTS, NREP
     pl, elem = make_rank_pipeline()

@@ -42,7 +42,7 @@ def _dsp_registers(netlist_gz: Path):
 def ranking_figures(out: Path | str = "build/bench", *, stages: int | None = None,
                     timeout: int = 1800, log=print) -> dict:
     """Build (cached) and synthesise (cached by Verilog hash) the ranking core."""
-    from netstor import hls
+    from netstor.offloads.netrs import ranking_core as hls
     out = Path(out)
     stages = hls.STAGES if stages is None else stages
     t0 = time.perf_counter()

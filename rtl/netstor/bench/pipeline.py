@@ -14,7 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+from netstor.paths import repo_root
+from netstor.sim import core_build
+from netstor.sim.harness import run_cocotb
+from netstor.sim.tb_core import tb_core_verilog
+
+ROOT = repo_root()
 
 SIZES = [64, 65, 72, 76, 128, 256, 512, 1024, 1518, 9000]
 CASES = ["l3", "prim", "mixed"]
@@ -30,12 +35,6 @@ ARB_LAT = 1                  # IngressArbiter: registered output
 EQ_LAT = 2                   # EgressQueue: beat written -> valid on o
 
 
-def _sim_path():
-    p = str(ROOT / "sim")
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-
 @functools.lru_cache(maxsize=None)
 def generate_core():
     """Write ``build/sim/core/{netstor_core.v,schema.json}`` through ``sim/core_build.py`` (the
@@ -43,38 +42,22 @@ def generate_core():
     pytest worker, one elaboration); returns ``(core, dir, schema_path)``. ``core`` is a fresh
     ``NetstorCore`` of the same default pipeline (cheap: the Verilog conversion is the slow
     part), for the block list and the latency constants."""
-    _sim_path()
     from netstor.build import build_core
-    try:
-        import core_build
-    except ImportError:                        # older tree: same files, written here
-        core_build = None
-    if core_build is not None:
-        _, d, schema = core_build.generate()
-        return build_core(), d, schema
-    from harness import BUILD, write_if_changed
-    from netstor.build import core_verilog
-    core = build_core()
-    d = BUILD / "core"
-    schema = d / "schema.json"
-    write_if_changed(schema, json.dumps(core.schema, indent=1, sort_keys=True))
-    write_if_changed(d / "netstor_core.v", core_verilog(core))
-    return core, d, schema
+    _, d, schema = core_build.generate()
+    return build_core(), d, schema
 
 
 def run_sim(cfg, raw_out: Path, core_info=None, testcase="bench"):
     """Run ``cocotb_bench`` with ``cfg``; returns ``(raw results, core, build seconds+run
     seconds)``."""
-    _sim_path()
-    from harness import run_cocotb
-    from tb_core import tb_core_verilog
     core, d, schema = core_info or generate_core()
     raw_out.parent.mkdir(parents=True, exist_ok=True)
     if raw_out.exists():
         raw_out.unlink()
     t0 = time.perf_counter()
-    run_cocotb("core", "cocotb_bench", toplevel="tb_core", verilog_text=tb_core_verilog(core.P),
-               sources=[d / "netstor_core.v"], testcase=testcase,
+    run_cocotb("core", "netstor.sim.cocotb_bench", toplevel="tb_core",
+               verilog_text=tb_core_verilog(core.P), sources=core_build.sources(d),
+               testcase=testcase,
                extra_env={"NETSTOR_SCHEMA": str(schema),
                           "NETSTOR_BENCH_CFG": json.dumps(cfg),
                           "NETSTOR_BENCH_OUT": str(raw_out.resolve())})

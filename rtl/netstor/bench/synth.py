@@ -36,7 +36,9 @@ from pathlib import Path
 from amaranth.hdl import Module, Signal
 from amaranth.lib import data
 
-ROOT = Path(__file__).resolve().parents[3]
+from netstor.paths import repo_root
+
+ROOT = repo_root()
 
 XCU250 = {"LUT": 1_728_000, "FF": 3_456_000, "BRAM36": 2_688, "URAM": 1_280, "DSP": 12_288}
 
@@ -378,31 +380,16 @@ def block_parser(pl):
     return _convert(m, ports, "bench_parser")
 
 
-def _rank_verilog(e):
-    """A Rank element instantiates the XLS core: its Verilog goes with the block's."""
-    from netstor.lang import Rank
-    if not isinstance(e, Rank):
-        return ""
-    from netstor.hls import ranking_verilog
-    return "\n" + ranking_verilog()[0]
+def _extra_verilog(e):
+    """Verilog the element instantiates (a Rank element's core) goes with the block's."""
+    return "".join("\n" + text for text in e.extra_verilog().values())
 
 
 def element_kinds(pl):
-    """First element of each kind in pipeline order: ``{kind: (element, program)}``."""
-    from netstor.lang.program import Table, RegisterOp, Hash, Compute
+    """First element of each kind in pipeline order: ``{bench key: element}``."""
     kinds = {}
     for e in list(pl.elements) + list(pl.egress_elements):
-        if isinstance(e, Table):
-            k = f"table_{e.kind}"
-        elif isinstance(e, RegisterOp):
-            k = "register_op"
-        elif isinstance(e, Hash):
-            k = "hash"
-        elif isinstance(e, Compute):
-            k = "compute"
-        else:
-            k = type(e).__name__.lower()
-        kinds.setdefault(k, e)
+        kinds.setdefault(e.bench_key, e)
     return kinds
 
 
@@ -427,7 +414,7 @@ def block_element(pl, e, name):
 def block_deparser(pl):
     from netstor.gateware.deparser import DeparsePrep, merge_beat
     from netstor.gateware.parser import orig_layout
-    from netstor.gateware.stages import HwEnv
+    from netstor.gateware.kit import HwEnv
     from amaranth.hdl import Cat
     m = Module()
     layout = data.StructLayout(pl.phv.layout())
@@ -488,8 +475,8 @@ def blocks(core):
     for kind, e in element_kinds(pl).items():
         top = f"bench_{kind}"
         out.append((f"element_{kind}", f"{type(e).__name__} {e.program.name}.{e.name}"
-                    + (f" ({e.kind}, {e.size} entries)" if hasattr(e, "kind") else ""), top,
-                    (lambda e=e, top=top: block_element(pl, e, top)[0] + _rank_verilog(e))))
+                    + (f" ({e.kind}, {e.size} entries)" if e.is_table else ""), top,
+                    (lambda e=e, top=top: block_element(pl, e, top)[0] + _extra_verilog(e))))
     out += [
         ("deparser", "DeparsePrep + merge (one output copy)", "bench_deparser",
          lambda: block_deparser(pl)),
@@ -517,18 +504,14 @@ def blocks(core):
 
 def instance_counts(core):
     """How many of each block the default core holds (for the per-block sum)."""
-    from netstor.lang.program import Table, RegisterOp, Hash, Compute
     pl = core.pipeline
     counts = {"parser": 1, "deparser": pl.n_outputs + 1, "packet_buffer": pl.n_inputs,
               "egress_queue": pl.n_outputs, "arbiter": 1, "csr": 1, "tx_completions": 1}
     kinds = {}
     for e in pl.elements:
-        k = (f"table_{e.kind}" if isinstance(e, Table) else "register_op"
-             if isinstance(e, RegisterOp) else "hash" if isinstance(e, Hash) else "compute")
-        kinds[k] = kinds.get(k, 0) + 1
-    for e in pl.egress_elements:
-        k = f"table_{e.kind}" if isinstance(e, Table) else "compute"
-        kinds[k] = kinds.get(k, 0) + pl.n_outputs
+        kinds[e.bench_key] = kinds.get(e.bench_key, 0) + 1
+    for e in pl.egress_elements:                  # one instance per output copy
+        kinds[e.bench_key] = kinds.get(e.bench_key, 0) + pl.n_outputs
     for k, v in kinds.items():
         counts[f"element_{k}"] = v
     return counts

@@ -27,13 +27,11 @@ def core_verilog(core):
 
 
 def extra_verilog(core):
-    """Verilog the core instantiates besides its own: ``{file name: text}``."""
-    from netstor.lang import Rank
+    """Verilog the core instantiates besides its own (an element kind's cores, e.g. the XLS
+    ranking core of a Rank element): ``{file name: text}``."""
     out = {}
-    if any(isinstance(e, Rank) for e in core.pipeline.elements):
-        from netstor.hls import ranking_verilog
-        text, info = ranking_verilog()
-        out[f"{info['module']}.v"] = text
+    for e in core.pipeline.elements + core.pipeline.egress_elements:
+        out.update(e.extra_verilog())
     return out
 
 

@@ -34,12 +34,12 @@ from amaranth.hdl import Signal, Module, Cat, Const, Mux
 from amaranth.lib import data, wiring, stream
 from amaranth.lib.wiring import In, Out
 
-from netstor.lang.program import Table
 from .axis import beat_layout, pkt_layout
 from .packet_buffer import PacketBuffer, EgressQueue
 from .arbiter import IngressArbiter
 from .parser import Parser, FIRST_TO_PHV, orig_layout
-from .stages import build_element, build_stage, HwEnv
+from .kit import HwEnv
+from .stages import build_element, build_stage
 from .delay import DelayLine
 from .deparser import DeparsePrep, PREP_LATENCY, merge_beat
 from .traffic_manager import TrafficManager

@@ -22,7 +22,7 @@ from amaranth.hdl import Signal, Module, Cat, Const, Mux
 from amaranth.lib import data
 
 from .parser import orig_layout
-from .stages import HwEnv
+from .kit import HwEnv
 
 __all__ = ["DeparsePrep", "PREP_LATENCY", "ones_sum_fold"]
 

@@ -5,21 +5,16 @@ A :class:`Program` is the netstor equivalent of a P4 program. It declares
 * its storage header (``header``), recognised by UDP destination port (a run-time register
   whose reset value is ``udp_port``);
 * metadata fields of its own (``meta``);
-* an ordered list of **elements**, executed one after the other on every packet:
-
-  ============== =========================================================================
-  ``Table``       exact (hashed, multi-way), ternary (TCAM) or LPM match; on hit runs the
-                  entry's action with the entry's parameters, on miss the default action
-  ``RegisterOp``  one read-modify-write of one cell of a :class:`RegisterBank`
-  ``Hash``        CRC-32 of chosen fields into a field
-  ``Compute``     plain assignments (per-packet logic without state)
-  ============== =========================================================================
+* its register banks (``bank``), the state its register ops update;
+* an ordered list of **elements**, executed one after the other on every packet. The kinds
+  (``Table``, ``RegisterOp``, ``Hash``, ``Compute``, ``Rank``, ...) are plug-ins, one module
+  each in :mod:`netstor.elements`, all implementing :class:`netstor.lang.element.Element`.
 
   Every element has a ``when`` condition (an expression over the PHV); when it is false the
   element does nothing. Actions and computes are lists of ``Set(field, expr)`` evaluated in
   parallel (every right-hand side sees the PHV as it was before the element).
 
-* egress elements (tables and computes only), run once per copy of the packet with
+* egress elements (kinds whose ``egress_ok`` is set: tables and computes), run once per copy of the packet with
   ``meta.egress_port`` and ``meta.rid`` set for that copy.
 
 The gateware (``netstor.gateware``) elaborates these descriptions into pipeline stages; the
@@ -34,8 +29,7 @@ import zlib
 from .expr import Expr, Const, Field, Param, Old, as_expr
 from .phv import Phv, PhvField, APP_BYTES
 
-__all__ = ["Program", "Action", "Set", "Table", "RegisterBank", "RegisterOp", "Hash", "Rank",
-           "Compute", "Pipeline", "hash_crc32", "F"]
+__all__ = ["Program", "Action", "Set", "RegisterBank", "Pipeline", "hash_crc32", "F"]
 
 
 def hash_crc32(value, width_bits, seed=0):
@@ -107,92 +101,6 @@ class Action:
         return out
 
 
-class _Element:
-    def __init__(self, name, when):
-        self.name = name
-        self.when = as_expr(when) if when is not None else Const(1, 1)
-        self.program = None
-
-    @property
-    def qualname(self):
-        return f"{self.program.name}.{self.name}" if self.program else self.name
-
-
-class Table(_Element):
-    KINDS = ("exact", "ternary", "lpm")
-
-    def __init__(self, name, *, kind, key, actions, size, default=None, default_params=None,
-                 ways=4, when=None):
-        super().__init__(name, when)
-        if kind not in self.KINDS:
-            raise ValueError(f"table {name}: kind must be one of {self.KINDS}, got {kind!r}")
-        self.kind = kind
-        self.key = [as_expr(k) for k in (key if isinstance(key, (list, tuple)) else [key])]
-        if not self.key:
-            raise ValueError(f"table {name}: empty key")
-        if kind == "lpm" and len(self.key) != 1:
-            raise ValueError(f"table {name}: an LPM table has exactly one key field")
-        self.actions = list(actions)
-        if not self.actions:
-            raise ValueError(f"table {name}: no actions")
-        names = [a.name for a in self.actions]
-        if len(set(names)) != len(names):
-            raise ValueError(f"table {name}: duplicate action names")
-        if size <= 0:
-            raise ValueError(f"table {name}: size must be positive")
-        if kind == "exact":
-            if ways <= 0 or size % ways or (size // ways) & (size // ways - 1):
-                raise ValueError(f"table {name}: exact tables need size = ways * 2**n")
-            self.ways = ways
-        else:
-            self.ways = 1
-        self.size = size
-        if default is not None and default not in self.actions:
-            raise ValueError(f"table {name}: default action must be one of its actions")
-        self.default = default
-        self.default_params = dict(default_params or {})
-
-    @property
-    def key_width(self):
-        return sum(k.width for k in self.key)
-
-    @property
-    def depth(self):
-        """Entries per way."""
-        return self.size // self.ways
-
-    @property
-    def param_width(self):
-        return max([a.param_width for a in self.actions] + [1])
-
-    @property
-    def action_bits(self):
-        # action id 0 means "no action"; ids 1..n are the actions in declaration order
-        return max(1, len(self.actions).bit_length())
-
-    def action_id(self, name):
-        return action_id(self.qualname, self.actions, name)
-
-    def way_index(self, key_value, way):
-        """Slot of ``key_value`` in ``way`` (exact tables)."""
-        return hash_crc32(key_value, self.key_width, seed=way) & (self.depth - 1)
-
-    def pack_key(self, values):
-        """Pack key component values (list, in key order) into one integer (first lowest)."""
-        if len(values) != len(self.key):
-            raise ValueError(f"table {self.qualname}: key has {len(self.key)} part(s), "
-                             f"got {len(values)}")
-        word, shift = 0, 0
-        for k, v in zip(self.key, values):
-            v = int(v)
-            if v < 0 or v >> k.width:
-                raise ValueError(f"table {self.qualname}: key value {v} does not fit in "
-                                 f"{k.width} bits")
-            word |= v << shift
-            shift += k.width
-        return word
-
-
 class RegisterBank:
     """A stateful array of ``depth`` cells of ``width`` bits, updated by one ``RegisterOp``."""
 
@@ -209,105 +117,6 @@ class RegisterBank:
     @property
     def index_bits(self):
         return max(1, (self.depth - 1).bit_length())
-
-
-class RegisterOp(_Element):
-    """Read-modify-write of ``bank[index]``: ``new = update(Old)``; ``result`` (optional field)
-    receives the old or new value (``returns="old"|"new"``). ``write`` (expression, default 1)
-    gates the write; a cell is never written when ``when`` is false."""
-
-    def __init__(self, name, bank, *, index, update, result=None, returns="new", write=1,
-                 when=None):
-        super().__init__(name, when)
-        if not isinstance(bank, RegisterBank):
-            raise TypeError(f"register op {name}: bank must be a RegisterBank")
-        if returns not in ("old", "new"):
-            raise ValueError(f"register op {name}: returns must be 'old' or 'new'")
-        self.bank = bank
-        self.index = as_expr(index)
-        old = Old(bank.width)
-        self.update = as_expr(update(old) if callable(update) else update)
-        self.result = result
-        self.returns = returns
-        self.write = as_expr(write)
-
-    # the classic operations, for convenience
-    @classmethod
-    def add(cls, name, bank, index, amount=1, **kw):
-        return cls(name, bank, index=index, update=lambda old: old + amount, **kw)
-
-    @classmethod
-    def read(cls, name, bank, index, **kw):
-        return cls(name, bank, index=index, update=lambda old: old, write=0, returns="old",
-                   **kw)
-
-    @classmethod
-    def write_value(cls, name, bank, index, value, **kw):
-        return cls(name, bank, index=index, update=lambda old: value, returns="old", **kw)
-
-
-class Hash(_Element):
-    """``dst <- CRC-32(Cat(fields)) [0:dst.width]`` (see :func:`hash_crc32`)."""
-
-    def __init__(self, name, dst, fields, *, seed=0, when=None):
-        super().__init__(name, when)
-        self.dst = dst
-        self.fields = [as_expr(f) for f in fields]
-        self.seed = seed
-
-    @property
-    def in_width(self):
-        return sum(f.width for f in self.fields)
-
-
-class Rank(_Element):
-    """Replica selection by the ranking core (``hls/ranking.x``, compiled by XLS): among up to
-    8 replicas, the best by algorithm ``algo`` (0 C3, 1 least outstanding, 2 power of two
-    choices, 3 round robin; see hls/README.md for formats and tie-breaking).
-
-    ``replicas``: up to 8 ``(q, os, t, r)`` expression tuples (EWMA queue length UQ12.4,
-    outstanding requests, service time UQ12.4, response time UQ12.4); missing replicas are
-    unavailable. ``avail`` (8 bits, bit i = replica i may be chosen), ``n`` (C3's multiplier
-    of os), ``rr`` (round-robin pointer / tie start), ``rnd`` (16 random bits for P2C) are
-    expressions. Results go to fields ``found`` (1 bit), ``index`` (3 bits) and optionally
-    ``score`` (up to 53 bits, truncated to the field); nothing is written when ``when`` is
-    false. One selection per clock; its latency is the core's pipeline depth plus one.
-    """
-    N = 8
-    WIDTHS = {"q": 16, "os": 8, "t": 16, "r": 16}
-    sets = ()
-
-    def __init__(self, name, *, algo, avail, replicas, found, index, score=None, n=1, rr=0,
-                 rnd=0, when=None):
-        super().__init__(name, when)
-        replicas = list(replicas)
-        if not 1 <= len(replicas) <= self.N:
-            raise ValueError(f"rank {name}: 1..{self.N} replicas, got {len(replicas)}")
-        self.replicas = []
-        for i, rep in enumerate(replicas):
-            if len(rep) != 4:
-                raise ValueError(f"rank {name}: replica {i} needs (q, os, t, r)")
-            self.replicas.append(tuple(as_expr(x) for x in rep))
-        self.algo, self.avail = as_expr(algo), as_expr(avail)
-        self.n, self.rr, self.rnd = as_expr(n), as_expr(rr), as_expr(rnd)
-        for f, w in ((found, 1), (index, 3)):
-            if not isinstance(f, Field) or f.width < w:
-                raise ValueError(f"rank {name}: result fields found/index need >= 1/3 bits")
-        self.found, self.index, self.score = found, index, score
-
-    def inputs(self):
-        yield from (self.algo, self.avail, self.n, self.rr, self.rnd)
-        for rep in self.replicas:
-            yield from rep
-
-    def outputs(self):
-        return [f for f in (self.found, self.index, self.score) if f is not None]
-
-
-class Compute(_Element):
-    def __init__(self, name, sets, when=None):
-        super().__init__(name, when)
-        self.sets = list(sets)
 
 
 class _Selected(Expr):
@@ -416,8 +225,8 @@ class Program:
         return element
 
     def add_egress(self, element):
-        if not isinstance(element, (Table, Compute)):
-            raise TypeError("egress elements are tables and computes only")
+        if not element.egress_ok:
+            raise TypeError(f"{type(element).__name__} elements cannot run in egress")
         element.program = self
         self.egress_elements.append(element)
         return element
@@ -512,7 +321,7 @@ class Pipeline:
 
     @property
     def tables(self):
-        return [e for e in self.elements + self.egress_elements if isinstance(e, Table)]
+        return [e for e in self.elements + self.egress_elements if e.is_table]
 
     @property
     def banks(self):
@@ -551,33 +360,11 @@ class Pipeline:
 
     def writes(self, e):
         """Names of the PHV fields element ``e`` may write."""
-        if isinstance(e, Table):
-            fs = [s.field for a in e.actions for s in a.sets]
-        elif isinstance(e, Compute):
-            fs = [s.field for s in e.sets]
-        elif isinstance(e, Hash):
-            fs = [e.dst]
-        elif isinstance(e, RegisterOp):
-            fs = [e.result] if e.result is not None else []
-        elif isinstance(e, Rank):
-            fs = e.outputs()
-        else:
-            raise TypeError(f"unknown element {e!r}")
-        return list(dict.fromkeys(f.name for f in fs))
+        return list(dict.fromkeys(f.name for f in e.writes()))
 
     def access(self, e):
         """``(reads, writes)`` of element ``e`` as bit ranges ``{(container, lo, hi)}``."""
-        exprs = [e.when]
-        if isinstance(e, Table):
-            exprs += list(e.key) + [s.value for a in e.actions for s in a.sets]
-        elif isinstance(e, Compute):
-            exprs += [s.value for s in e.sets]
-        elif isinstance(e, Hash):
-            exprs += e.fields
-        elif isinstance(e, RegisterOp):
-            exprs += [e.index, e.update, e.write]
-        elif isinstance(e, Rank):
-            exprs += list(e.inputs())
+        exprs = [e.when] + list(e.reads())
         reads = {self._bits(r.name) for x in exprs for r in x.refs() if isinstance(r, Field)}
         return reads, {self._bits(n) for n in self.writes(e)}
 
@@ -610,48 +397,27 @@ class Pipeline:
 
         for e in self.elements + self.egress_elements:
             where = f"element {e.qualname}"
-            for r in e.when.refs():
-                check_ref(r, where)
-            if isinstance(e, Table):
-                for k in e.key:
-                    for r in k.refs():
-                        check_ref(r, where)
-                for a in e.actions:
-                    for s in a.sets:
-                        check_set(s, f"{where} action {a.name}")
-            elif isinstance(e, Compute):
-                for s in e.sets:
-                    check_set(s, where)
-            elif isinstance(e, Hash):
-                check_ref(e.dst, where)
-                for f in e.fields:
-                    for r in f.refs():
-                        check_ref(r, where)
-            elif isinstance(e, RegisterOp):
-                for x in (e.index, e.update, e.write):
-                    for r in x.refs():
-                        check_ref(r, where)
-                if e.result is not None:
-                    check_ref(e.result, where)
-            elif isinstance(e, Rank):
-                for x in e.inputs():
-                    for r in x.refs():
-                        check_ref(r, where)
-                for f in e.outputs():
-                    check_set(Set(f, Const(0, 1)), where)
+            for x in [e.when] + list(e.reads()):
+                for r in x.refs():
+                    check_ref(r, where)
+            for f in e.writes():
+                check_ref(f, where)
+            for st in e.set_items():
+                check_set(st, where)
+            e.check(self)
         for e in self.egress_elements:
-            if isinstance(e, Rank):
-                raise ValueError(f"{e.qualname}: a Rank element runs in ingress only")
-            for s in ([s for a in e.actions for s in a.sets] if isinstance(e, Table)
-                      else e.sets):
-                if s.field.name in ("meta.egress_port", "meta.mcast_group", "meta.recirc",
-                                    "meta.clone"):
-                    raise ValueError(f"egress element {e.qualname} cannot set {s.field.name}")
+            if not e.egress_ok:
+                raise ValueError(f"{e.qualname}: a {type(e).__name__} element runs in "
+                                 "ingress only")
+            for f in e.writes():
+                if f.name in ("meta.egress_port", "meta.mcast_group", "meta.recirc",
+                              "meta.clone"):
+                    raise ValueError(f"egress element {e.qualname} cannot set {f.name}")
         ops = {}
         for e in self.elements:
-            if isinstance(e, RegisterOp):
-                if e.bank.qualname in ops:
-                    raise ValueError(f"register bank {e.bank.qualname} is used by two ops "
-                                     f"({ops[e.bank.qualname]} and {e.qualname}); one RMW "
+            for b in e.banks():
+                if b.qualname in ops:
+                    raise ValueError(f"register bank {b.qualname} is used by two ops "
+                                     f"({ops[b.qualname]} and {e.qualname}); one RMW "
                                      "per packet per bank")
-                ops[e.bank.qualname] = e.qualname
+                ops[b.qualname] = e.qualname

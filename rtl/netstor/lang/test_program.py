@@ -1,8 +1,8 @@
 """Program descriptions are validated with precise errors, and the built-ins are consistent."""
 import pytest
 
-from netstor.lang import (Program, Action, Set, Table, RegisterOp, Hash, Compute, Pipeline, F,
-                          Const)
+from netstor.elements import Compute, Hash, RegisterOp, Table
+from netstor.lang import Program, Action, Set, Pipeline, F, Const
 from netstor.lang.schema import program_schema
 from netstor.programs import default_pipeline
 

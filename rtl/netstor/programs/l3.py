@@ -11,7 +11,8 @@ Packets with TTL <= 1 or a malformed IPv4 header are not routed (fragments and U
 errors are: routing only needs a valid IPv4 header): they go to the host (as a
 router punts them to its control plane).
 """
-from netstor.lang import Program, Action, Set, Table, Compute, F
+from netstor.elements import Compute, Table
+from netstor.lang import Program, Action, Set, F
 
 
 def make_l3(n_ports=2, also=()):

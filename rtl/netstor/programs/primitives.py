@@ -29,7 +29,8 @@ Per packet, in order:
 7. Egress table ``copy_tag`` (exact on ``meta.rid``): ``tag_copy(tag)`` writes ``prim.tag``
    per multicast copy.
 """
-from netstor.lang import (Program, Action, Set, Table, Compute, Hash, RegisterOp, Mux, Const, F)
+from netstor.elements import Compute, Hash, RegisterOp, Table
+from netstor.lang import Program, Action, Set, Mux, Const, F
 
 PRIM_UDP_PORT = 0x5EED
 OP_FORWARD, OP_CAS, OP_MAX, OP_MCAST, OP_RECIRC, OP_CLONE = 1, 2, 3, 4, 5, 6

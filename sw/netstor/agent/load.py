@@ -42,7 +42,7 @@ Schemes (``--scheme``; the arrival process and the latency accounting are the sa
   replies from a server other than the backup (``redirected``).
 
   ``c3``: client-side C3 (the NetRS paper's CliRS baseline): the client ranks the group's
-  replicas with the C3 reference (:func:`netstor.model.ranking.rank`, the switch's ranking
+  replicas with the C3 reference (:func:`netstor.offloads.netrs.ranking.rank`, the switch's ranking
   bit for bit) on its own state, and sends a plain storage request to the winner. Its state
   per server, in the switch's units and EWMA (weight 1/8): queue length from the replies'
   ``queue_len`` turned into the switch's measure (requests a new one would wait behind:
@@ -69,7 +69,7 @@ import time
 from netstor.proto import MAX_VALUE, Op, Status
 from netstor.agent.client import Engine, parse_targets
 from netstor.agent.zipf import Zipf
-from netstor.model.ranking import C3, Replica, rank
+from netstor.offloads.netrs.ranking import C3, Replica, rank
 from netstor.offloads.netclone.header import NETCLONE_UDP_PORT
 from netstor.offloads.netrs.header import DRS_RID, M_MON, NETRS_UDP_PORT
 

@@ -35,8 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from netstor.lang import (Table, RegisterOp, Hash, Compute, Rank, PARSE_ERRORS, APP_BYTES,
-                          hash_crc32)
+from netstor.lang import PARSE_ERRORS, APP_BYTES
 
 __all__ = ["DataplaneModel", "Output", "MAX_FRAME", "ones_add", "ipv4_header_checksum"]
 
@@ -144,18 +143,10 @@ class DataplaneModel:
         self._mems: dict[str, _Mem] = {}
         self._regs: dict[str, list] = {}          # name -> [value, width, reset]
         self._tables = {t.qualname: t for t in pipeline.tables}
-        for t in pipeline.tables:
-            ab, pw, kw = t.action_bits, t.param_width, t.key_width
-            if t.kind == "exact":
-                width = 1 + kw + ab + pw
-            else:
-                width = 1 + 2 * kw + ab + pw
-            self._add_mem(t.qualname, t.size, width)
-            reset = 0
-            if t.default is not None:
-                reset = t.action_id(t.default.name) | (
-                    t.default.pack_params(t.default_params) << ab)
-            self._add_mem(f"{t.qualname}.default", 1, ab + pw, reset)
+        elements = pipeline.elements + pipeline.egress_elements
+        for e in elements:                       # each kind declares its own state
+            for name, depth, width, reset in e.model_memories():
+                self._add_mem(name, depth, width, reset)
         for b in pipeline.banks:
             self._add_mem(b.qualname, b.depth, b.width)
         self._add_mem("tm.mcast", pipeline.mcast_groups, 2 * self.P + 16 * 2 * self.P)
@@ -170,11 +161,8 @@ class DataplaneModel:
         names += ["tm.drop", "tm.mcast_empty", "tm.bad_port", "tm.recirc_limit"]
         for q in range(pipeline.n_outputs):
             names += [f"out{q}.pkts", f"out{q}.bytes"]
-        for t in pipeline.tables:
-            names += [f"{t.qualname}.hit", f"{t.qualname}.miss"]
-        for e in pipeline.elements:
-            if isinstance(e, RegisterOp):
-                names.append(f"{e.qualname}.index_oob")
+        for e in elements:
+            names += e.model_counters()
         self._counters = dict.fromkeys(names, 0)
 
     def _add_mem(self, name, depth, width, reset=0):
@@ -259,9 +247,6 @@ class DataplaneModel:
     @property
     def memory_names(self):
         return list(self._mems)
-
-    def _count(self, name, n=1):
-        self._counters[name] += n
 
     # ---- parser --------------------------------------------------------------------------------
     def parse(self, frame, ingress_port, *, recirc_count=0, bridge=0, arrival=0) -> dict:
@@ -385,7 +370,16 @@ class DataplaneModel:
         return bytes(out)
 
     # ---- elements ------------------------------------------------------------------------------
-    def _assign(self, phv, writes):
+    # what an element kind's ``evaluate`` uses (netstor.lang.element.Element.evaluate)
+    def memory(self, name):
+        """The memory ``name`` (``.words``: its cells, ``.depth``, ``.width``)."""
+        return self._mems[name]
+
+    def count(self, name, n=1):
+        """Increment counter ``name``."""
+        self._counters[name] += n
+
+    def assign(self, phv, writes):
         """Apply ``[(field name, value)]`` (values already computed: parallel assignment).
         Two writes to the same bits in one element (undefined by the spec) apply in list
         order: the last one wins."""
@@ -399,80 +393,6 @@ class DataplaneModel:
                 base, lo, _ = v
                 phv[base] = (phv[base] & ~(_mask(w) << lo)) | (value << lo)
 
-    def _run_table(self, t, phv, env):
-        key, shift = 0, 0
-        for k in t.key:
-            key |= (k.eval(env) & _mask(k.width)) << shift
-            shift += k.width
-        kw, ab = t.key_width, t.action_bits
-        mem = self._mems[t.qualname]
-        entry = None
-        if t.kind == "exact":
-            # spec: "hit if an entry with valid and key == pack(key) exists". Reading: the
-            # entry must sit at the key's slot in its way (the encoding's placement rule),
-            # as a hashed lookup finds it; ways are tried from 0, the first match wins.
-            for way in range(t.ways):
-                addr = way * t.depth + hash_crc32(key, kw, seed=way) % t.depth
-                w = mem.words[addr]
-                if w & 1 and (w >> 1) & _mask(kw) == key:
-                    entry = w >> (1 + kw)
-                    break
-        else:
-            for w in mem.words:
-                if not w & 1:
-                    continue
-                value, mask = (w >> 1) & _mask(kw), (w >> (1 + kw)) & _mask(kw)
-                if key & mask == value & mask:
-                    entry = w >> (1 + 2 * kw)
-                    break
-        if entry is None:
-            self._count(f"{t.qualname}.miss")
-            entry = self._mems[f"{t.qualname}.default"].words[0]
-        else:
-            self._count(f"{t.qualname}.hit")
-        aid, pword = entry & _mask(ab), entry >> ab
-        if aid == 0 or aid > len(t.actions):
-            return          # 0: no action; an id beyond the last action (a bad word from
-            # the host; the spec does not define it) does nothing either
-        action = t.actions[aid - 1]
-        env.params = action.unpack_params(pword)
-        writes = [(s.field.name, s.value.eval(env)) for s in action.sets]
-        env.params = {}
-        self._assign(phv, writes)
-
-    def _run_regop(self, e, phv, env):
-        bank = self._mems[e.bank.qualname]
-        i = e.index.eval(env)
-        if i >= bank.depth:
-            self._count(f"{e.qualname}.index_oob")
-            return
-        old = bank.words[i]
-        env.old_value = old
-        write = e.write.eval(env)
-        new = old
-        if write or (e.result is not None and e.returns == "new"):   # else unused: skip it
-            new = e.update.eval(env) & _mask(e.bank.width)
-        env.old_value = None
-        if write:
-            bank.words[i] = new
-        if e.result is not None:
-            self._assign(phv, [(e.result.name, old if e.returns == "old" else new)])
-
-    def _run_rank(self, e, phv, env):
-        from netstor.model import ranking
-        W = e.WIDTHS
-        reps = [ranking.Replica(*[x.eval(env) & _mask(W[k]) for x, k in zip(rep, W)])
-                for rep in e.replicas]
-        reps += [ranking.Replica(0, 0, 0, 0)] * (e.N - len(reps))
-        avail = e.avail.eval(env) & _mask(len(e.replicas))
-        found, index, score = ranking.rank(e.algo.eval(env) & 3, avail, reps,
-                                           n=e.n.eval(env) & 0xFF, rr=e.rr.eval(env) & 7,
-                                           rnd=e.rnd.eval(env) & 0xFFFF)
-        out = [(e.found.name, found), (e.index.name, index)]
-        if e.score is not None:
-            out.append((e.score.name, score))
-        self._assign(phv, out)
-
     def _run(self, elements, phv):
         ht = phv.get("meta.hdr_type")
         for e in elements:
@@ -482,23 +402,7 @@ class DataplaneModel:
             env = _Env(phv, self._views, f"element {e.qualname}")
             if not e.when.eval(env):
                 continue
-            if isinstance(e, Table):
-                self._run_table(e, phv, env)
-            elif isinstance(e, RegisterOp):
-                self._run_regop(e, phv, env)
-            elif isinstance(e, Hash):
-                cat, shift = 0, 0
-                for f in e.fields:
-                    cat |= (f.eval(env) & _mask(f.width)) << shift
-                    shift += f.width
-                h = hash_crc32(cat, e.in_width, e.seed) % (1 << e.dst.width)
-                self._assign(phv, [(e.dst.name, h)])
-            elif isinstance(e, Compute):
-                self._assign(phv, [(s.field.name, s.value.eval(env)) for s in e.sets])
-            elif isinstance(e, Rank):
-                self._run_rank(e, phv, env)
-            else:
-                raise TypeError(f"unknown element type {type(e).__name__} ({e.qualname})")
+            e.evaluate(self, phv, env)
 
     def view(self, phv, name):
         """Value of field or header view ``name`` in ``phv``."""
@@ -520,27 +424,27 @@ class DataplaneModel:
         L = len(frame)
         # ingress buffer
         if L < MIN_FRAME:
-            self._count(f"in{inp}.drop_runt")
+            self.count(f"in{inp}.drop_runt")
             return []
         if L > MAX_FRAME:
-            self._count(f"in{inp}.drop_oversize")
+            self.count(f"in{inp}.drop_oversize")
             return []
         if inp < P and user & 1:
-            self._count(f"in{inp}.drop_error")
+            self.count(f"in{inp}.drop_error")
             return []
-        self._count(f"in{inp}.pkts")
-        self._count(f"in{inp}.bytes", L)
+        self.count(f"in{inp}.pkts")
+        self.count(f"in{inp}.bytes", L)
         # parser
         phv = self.parse(frame, inp, recirc_count=recirc_count, bridge=bridge, arrival=arrival)
         if phv["meta.parse_error"]:
-            self._count(f"parser.err.{PARSE_ERRORS[phv['meta.parse_error']]}")
+            self.count(f"parser.err.{PARSE_ERRORS[phv['meta.parse_error']]}")
         # ingress elements
         self._run(self.pipeline.elements, phv)
         # traffic manager
         copies = []           # (port, rid)
         to_recirc = False
         if phv["meta.drop"]:
-            self._count("tm.drop")
+            self.count("tm.drop")
         elif phv["meta.recirc"]:
             to_recirc = True
         else:
@@ -551,12 +455,12 @@ class DataplaneModel:
                     word = self._mems["tm.mcast"].words[group]
                     ports = word & _mask(2 * P)
                 if ports == 0:
-                    self._count("tm.mcast_empty")
+                    self.count("tm.mcast_empty")
                 for q in range(2 * P):
                     if ports >> q & 1:
                         copies.append((q, (word >> (2 * P + 16 * q)) & 0xFFFF))
             elif phv["meta.egress_port"] >= 2 * P:
-                self._count("tm.bad_port")
+                self.count("tm.bad_port")
             else:
                 copies.append((phv["meta.egress_port"], 0))
             # the clone copy does not depend on the unicast/multicast copies existing
@@ -573,12 +477,12 @@ class DataplaneModel:
                 out_user = user if P <= inp < 2 * P else 0
             else:           # host RX: the wire RX tuser (error bit 0) when it came from wire RX
                 out_user = (user & ~1) if inp < P else 0
-            self._count(f"out{q}.pkts")
-            self._count(f"out{q}.bytes", len(data))
+            self.count(f"out{q}.pkts")
+            self.count(f"out{q}.bytes", len(data))
             outputs.append(Output(q, data, out_user))
         if to_recirc:
             if recirc_count >= self.pipeline.max_recirc:
-                self._count("tm.recirc_limit")
+                self.count("tm.recirc_limit")
             else:
                 data = self.deparse(frame, phv)
                 # the recirculated pass has no tuser of its own: the spec passes tuser only

@@ -9,8 +9,8 @@ import pytest
 from scapy.all import Ether, Dot1Q, IP, UDP, Raw, ARP, IPOption
 from scapy.layers.inet6 import IPv6
 
-from netstor.lang import (Program, Pipeline, Compute, RegisterOp, Hash, Table, Action, Set, F,
-                          Field, PARSE_ERRORS)
+from netstor.elements import Compute, Hash, RegisterOp, Table
+from netstor.lang import Program, Pipeline, Action, Set, F, Field, PARSE_ERRORS
 from netstor.programs import default_pipeline
 from netstor.programs.primitives import (PRIM_UDP_PORT, OP_FORWARD, OP_CAS, OP_MAX, OP_MCAST,
                                          OP_RECIRC, OP_CLONE)

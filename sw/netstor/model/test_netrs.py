@@ -1,7 +1,7 @@
 """NetRS (sw/netstor/offloads/netrs/program.py) in the golden model: ToR rules, RSNode selection with
 the ranking core's reference, state updates from responses, DRS, source marker and monitor.
 Expected selections come from an independent re-statement of the state arithmetic in this
-file plus ``netstor.model.ranking.rank`` (itself bit-exact with the DSLX and the RTL core)."""
+file plus ``netstor.offloads.netrs.ranking.rank`` (itself bit-exact with the DSLX and the RTL core)."""
 import struct
 
 import pytest
@@ -11,7 +11,7 @@ from scapy.packet import Raw
 
 from netstor.driver.tables import TableWriter, apply_writes
 from netstor.lang import Pipeline
-from netstor.model import ranking as R
+from netstor.offloads.netrs import ranking as R
 from netstor.model.dataplane import DataplaneModel
 from netstor.programs.l3 import make_l3
 from netstor.offloads.netrs.program import (make_netrs, NETRS_UDP_PORT as PORT, M_REQ, M_RESP, M_MON,

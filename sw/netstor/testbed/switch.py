@@ -139,10 +139,7 @@ def run_rtl_switch(ifaces, writes, regs=(), *, stats_json=None, stop=None, durat
     shared core build) until ``stop.flag`` (or ``duration``/``max_frames``); returns the final
     stats (``dataplane``: hardware counters read over AXI-Lite; ``model_counters``: the golden
     model's for the same frames; ``counter_mismatches``)."""
-    from netstor.paths import repo_root
-    if str(repo_root() / "sim") not in sys.path:
-        sys.path.insert(0, str(repo_root() / "sim"))
-    from core_build import run_core
+    from netstor.sim.core_build import run_core     # Verilator and cocotb: only for this job
     out = out or sys.stdout
     stop = stop or _Stop()
     work = Path(tempfile.mkdtemp(prefix="netstor-rtl-switch-"))
@@ -160,7 +157,7 @@ def run_rtl_switch(ifaces, writes, regs=(), *, stats_json=None, stop=None, durat
 
     def runner():
         try:
-            run_core("rtl_switch", "rtl_switch", extra_env=env)
+            run_core("netstor.testbed.rtl_switch", "rtl_switch", extra_env=env)
         except BaseException as e:    # reported after the join
             result["error"] = e
     th = threading.Thread(target=runner, daemon=True)

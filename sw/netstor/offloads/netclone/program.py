@@ -42,7 +42,8 @@ simply overwritten by a later request; ``seq`` 0, reached only when the counter 
 filtered). Replies are then routed by ``l3.routes`` like any IPv4
 packet (the L3 program routes NetClone packets too).
 """
-from netstor.lang import Program, Action, Set, Table, Compute, Hash, RegisterOp, Mux, Const, F
+from netstor.elements import Compute, Hash, RegisterOp, Table
+from netstor.lang import Program, Action, Set, Mux, Const, F
 
 NETCLONE_UDP_PORT = 7431
 OP_REQ, OP_REPLY = 1, 2

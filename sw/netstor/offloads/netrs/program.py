@@ -54,8 +54,10 @@ response counts in bank ``rs.monitor`` at ``tg * 4 + class``
 (class 0 same rack, 1 same pod, 2 other pod: source marker vs this device's; tg from
 ``rs.tgroups`` on the destination).
 """
-from netstor.lang import (Program, Action, Set, Table, Compute, Hash, RegisterOp, Rank, Mux,
-                          Const, Cat, F)
+from netstor.elements import Compute, Hash, Rank, RegisterOp, Table
+from netstor.lang import Program, Action, Set, Mux, Const, Cat, F
+
+from .ranking_core import XLS_RANKING
 
 NETRS_UDP_PORT = 7432
 MASK48 = (1 << 48) - 1
@@ -161,7 +163,7 @@ def make_netrs(n_ports=2):
     p.add(RegisterOp("rr", p.bank("rr", width=8, depth=64), index=group[0:6],
                      update=lambda old: Mux((old + 1)[0:8] >= used, Const(0, 8), old + 1),
                      result=rr, returns="old", when=select))
-    p.add(Rank("select", algo=algo, avail=avail_bits & declared, n=nmul, rr=rr[0:3], rnd=rnd,
+    p.add(Rank("select", core=XLS_RANKING, algo=algo, avail=avail_bits & declared, n=nmul, rr=rr[0:3], rnd=rnd,
                replicas=[(c[0:16], c[16:24], c[24:40], c[40:56]) for c in cells],
                found=found, index=idx, when=select))
     pick = sids[0]

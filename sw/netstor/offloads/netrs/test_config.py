@@ -15,7 +15,7 @@ from scapy.layers.l2 import Ether
 
 from netstor.api import Device
 from netstor.config import ConfigError
-from netstor.model import ranking as R
+from netstor.offloads.netrs import ranking as R
 from netstor.model.dataplane import DataplaneModel
 from netstor.offloads.netrs.config import (device_ports, expand_section, host_mac, plan_configs,
                                   ring_replica_groups, server_ids)
@@ -102,7 +102,7 @@ def _hdr(frame):
 class Ref:
     """Independent re-statement of an RSNode's selection state (spec: the module doc of
     ``netstor.offloads.netrs.program``): per server q, os, t, r; per group a round-robin pointer
-    that is also C3's tie-break start; the choice from ``netstor.model.ranking.rank``."""
+    that is also C3's tie-break start; the choice from ``netstor.offloads.netrs.ranking.rank``."""
 
     def __init__(self):
         self.state, self.ptr = {}, {}

@@ -37,9 +37,9 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
-from axil_transport import AxilTransport
-from lean_axis import LeanEngine, LeanSink, LeanSource, frame_beats
-from frames import udp_frame, prim_frame
+from netstor.sim.axil_transport import AxilTransport
+from netstor.sim.lean_axis import LeanEngine, LeanSink, LeanSource, frame_beats
+from netstor.sim.frames import udp_frame, prim_frame
 from netstor.programs import default_pipeline
 from netstor.programs.primitives import OP_FORWARD
 from netstor.driver.regs import AsyncCsrClient

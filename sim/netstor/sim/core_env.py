@@ -25,14 +25,13 @@ from cocotb.triggers import RisingEdge, Timer, ClockCycles
 from cocotbext.axi import (AxiStreamBus, AxiStreamSource, AxiStreamSink, AxiStreamFrame,
                            AxiLiteBus, AxiLiteMaster)
 from cocotbext.eth import EthMacRx, EthMacTx, EthMacFrame, PtpClockSimTime
-from axil_transport import AxilTransport
+from netstor.sim.axil_transport import AxilTransport
 
 from netstor.programs import default_pipeline
 from netstor.model.dataplane import DataplaneModel
 from netstor.driver.regs import AsyncCsrClient
 from netstor.driver.tables import TableWriter
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def pause_generator(rng, busy):

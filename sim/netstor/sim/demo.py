@@ -1,4 +1,4 @@
-"""``make demo`` (``python -m netstor.demo``): the application block under realistic traffic.
+"""``make demo-rtl`` (``python -m netstor.sim.demo``): the application block under realistic traffic.
 
 Builds the whole core with Verilator, or reuses the build the core tests made
 (``sim/core_build.py``: same generated Verilog, same ``build/sim/core``), then runs the
@@ -22,7 +22,9 @@ import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from netstor.paths import build_dir
+from netstor.sim.core_build import generate, run_core
+
 CLOCK_MHZ = 250
 
 
@@ -127,16 +129,14 @@ def format_report(r, *, build_note="", wall=None):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m netstor.demo", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m netstor.sim.demo", description=__doc__.split("\n")[0])
     ap.add_argument("--frames", type=int,
                     default=int(os.environ.get("NETSTOR_DEMO_FRAMES", "400")))
     ap.add_argument("--seed", type=int, default=int(os.environ.get("NETSTOR_SEED", "1")))
     ap.add_argument("--out", type=Path,
-                    default=Path(os.environ.get("NETSTOR_DEMO_OUT", ROOT / "build" / "demo")))
+                    default=Path(os.environ.get("NETSTOR_DEMO_OUT", build_dir("demo"))))
     args = ap.parse_args(argv)
 
-    sys.path.insert(0, str(ROOT / "sim"))
-    from core_build import run_core, generate
 
     t0 = time.monotonic()
     out = args.out.resolve()
@@ -151,7 +151,7 @@ def main(argv=None):
     print(f"netstor demo: simulating {args.frames} frames (seed {args.seed}) ...", flush=True)
     error = None
     try:
-        run_core("cocotb_demo", "demo", extra_env={
+        run_core("netstor.sim.cocotb_demo", "demo", extra_env={
             "NETSTOR_DEMO_FRAMES": str(args.frames), "NETSTOR_SEED": str(args.seed),
             "NETSTOR_DEMO_OUT": str(out)})
     except AssertionError as e:

@@ -36,7 +36,7 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from core_env import CoreEnv
+from netstor.sim.core_env import CoreEnv
 from netstor.testbed.ports import PortSocket
 from netstor.testbed.stats import SwitchStats, write_json_atomic
 

@@ -21,7 +21,7 @@ lowers the module to IR (``convert_dslx_to_ir``, unoptimised) and runs each test
 XLS' IR interpreter: a failed ``assert_eq`` is an IR ``assert`` and aborts the interpretation
 with the DSLX source position. :func:`evaluate` runs the optimised IR of ``rank`` (the IR the
 Verilog is generated from) in XLS' JIT, for comparing against the Python reference
-(``netstor.model.ranking``).
+(``netstor.offloads.netrs.ranking``).
 
 :class:`RankingCore` wraps the generated module for Amaranth (``Instance``).
 """
@@ -40,11 +40,14 @@ from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from netstor.paths import build_dir, repo_root
+from netstor.paths import NoCheckout, build_dir, repo_root
 
-ROOT = repo_root()
-SOURCE = ROOT / "hls" / "ranking.x"
-BUILD = build_dir("hls")
+try:                        # the DSLX source and the XLS build live in a checkout
+    ROOT = repo_root()
+    SOURCE = ROOT / "hls" / "ranking.x"
+    BUILD = build_dir("hls")
+except NoCheckout:          # a wheel install: the core's reference and wrapper work, no build
+    ROOT = SOURCE = BUILD = None
 
 DSLX_MODULE = "ranking"
 TOP_FN = "rank"
@@ -313,3 +316,28 @@ class RankingCore(wiring.Component):
         if platform is not None and hasattr(platform, "add_file"):
             platform.add_file(f"{self.module_name}.v", self.verilog)
         return m
+
+
+class XlsRanking:
+    """The ranking core as the ``core`` of a :class:`netstor.elements.Rank` element: the XLS
+    pipeline in gateware, the bit-exact Python reference (:mod:`.ranking`) in the model."""
+
+    name = MODULE
+
+    def component(self):
+        """A fresh :class:`RankingCore` (its ``latency`` is the pipeline depth)."""
+        return RankingCore()
+
+    def reference(self, algo, avail, replicas, *, n, rr, rnd):
+        """``(found, index, score)`` for up to 8 ``(q, os, t, r)`` replicas."""
+        from .ranking import Replica, rank
+        return rank(algo, avail, [Replica(*r) for r in replicas], n=n, rr=rr, rnd=rnd)
+
+    def verilog(self):
+        """``{file name: text}`` of the instantiated module."""
+        text, info = ranking_verilog()
+        return {f"{info['module']}.v": text}
+
+
+#: the core NetRS's program runs
+XLS_RANKING = XlsRanking()

@@ -91,10 +91,9 @@ def run_cocotb(name, test_module, *, toplevel, verilog_text=None, sources=(), ex
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
         lock.close()
-    sim_dir = str(ROOT / "sim")
     env = dict(extra_env or {})
-    env["PYTHONPATH"] = os.pathsep.join([sim_dir, str(ROOT / "rtl"), str(ROOT / "sw"),
-                                         os.environ.get("PYTHONPATH", "")])
+    # the testbenches' cocotb modules (sim/cocotb_*.py) are not part of the package
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "sim"), os.environ.get("PYTHONPATH", "")])
     test_dir = build_dir / (testcase if isinstance(testcase, str) else "all")
     test_dir.mkdir(exist_ok=True)
     try:

@@ -1,6 +1,6 @@
 """The whole core's one Verilator build, shared by every user of it.
 
-``sim/test_core.py`` (the cocotb tests), ``netstor.demo`` (``make demo``) and
+``sim/test_core.py`` (the cocotb tests), ``netstor.sim.demo`` (``make demo-rtl``) and
 ``sim/test_demo_smoke.py`` all run their cocotb modules against the same ``tb_core`` model in
 ``build/sim/core``: the same generated Verilog, so ``harness.run_cocotb`` finds the same source
 hash and reuses the build instead of recompiling (about two minutes).
@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 
-from harness import run_cocotb, BUILD, write_if_changed
+from netstor.sim.harness import run_cocotb, BUILD, write_if_changed
 
 NAME = "core"          # build/sim/core
 
@@ -42,7 +42,7 @@ def run_core(test_module, testcase, extra_env=None, **kw):
     """Run cocotb test ``testcase`` of module ``test_module`` (under ``sim/``) on the shared
     core build; ``NETSTOR_SCHEMA`` points at the build's schema. Returns the results path,
     raises ``AssertionError`` on a failed test (see ``harness.run_cocotb``)."""
-    from tb_core import tb_core_verilog
+    from netstor.sim.tb_core import tb_core_verilog
     P, d, schema = generate()
     env = {"NETSTOR_SCHEMA": str(schema), **(extra_env or {})}
     return run_cocotb(NAME, test_module, toplevel="tb_core", verilog_text=tb_core_verilog(P),

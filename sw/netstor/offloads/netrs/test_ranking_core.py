@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from netstor import hls
-from netstor.model import ranking as R
+from netstor.offloads.netrs import ranking_core as hls
+from netstor.offloads.netrs import ranking as R
+from netstor.paths import build_dir
+from netstor.sim import harness
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_build_info(build):
     # cached on the second call, same text
     text2, info2 = hls.ranking_verilog()
     assert info2["cached"] and text2 == text
-    assert (ROOT / "build" / "hls" / "ranking.v").read_text() == text
+    assert (build_dir("hls") / "ranking.v").read_text() == text
 
 
 def test_other_schedules_have_their_own_latency(tmp_path):
@@ -71,8 +72,6 @@ def test_other_schedules_have_their_own_latency(tmp_path):
 
 
 def test_verilog_lints_clean(build, tmp_path):
-    sys.path.insert(0, str(ROOT / "sim"))
-    import harness
     harness.setup_verilator_env()
     text, info = build
     v = tmp_path / f"{info['module']}.v"

@@ -1,6 +1,6 @@
 """The demo's simulation (``make demo``): a realistic traffic mix through the whole core.
 
-Run by ``netstor.demo`` on the shared core build (``core_build``). One cocotb test, ``demo``:
+Run by ``netstor.sim.demo`` on the shared core build (``core_build``). One cocotb test, ``demo``:
 
 1. configures L3 routes and the ``prim`` program through the AXI-Lite window (every write is
    mirrored into the golden model, as in ``cocotb_core``);
@@ -36,9 +36,9 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamFrame
 
-from core_env import CoreEnv
+from netstor.sim.core_env import CoreEnv
 from cocotb_core import setup_routes, setup_prim, ip
-from frames import (udp_frame, prim_frame, arp_frame, ipv6_frame, tcp_frame, bad_frames)
+from netstor.sim.frames import (udp_frame, prim_frame, arp_frame, ipv6_frame, tcp_frame, bad_frames)
 from netstor.gateware.core import APP_ID
 from netstor.model.dataplane import DataplaneModel
 from netstor.programs.primitives import (OP_FORWARD, OP_CAS, OP_MAX, OP_MCAST, OP_RECIRC,

@@ -1,0 +1,349 @@
+"""``Table``: exact (hashed, multi-way), ternary (TCAM) or LPM match; on a hit the entry's
+action runs with the entry's parameters, on a miss the default action (run-time settable).
+
+Gateware: 2 cycles. Exact: c0 a CRC slot per way addresses that way's BRAM; c1 the keys are
+compared, the first way that hits (else the default action) runs its action, registered.
+Ternary/LPM: c0 every entry (in flip-flops) is compared in parallel and the match vector
+registered; c1 the lowest matching address is isolated (a carry chain and an AND-OR tree) and
+its action runs, registered. The host writes an entry in one cycle into the entry memory (an
+entry is one word: a lookup sees the old or the new entry, never a mix).
+
+Entry words (the spec's "Entry encodings"): exact ``valid | key | action | params``;
+ternary/LPM ``valid | value | mask | action | params`` (bit 0 first). Counters
+``<table>.hit`` / ``.miss`` count lookups whose ``when`` held.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, Mux, Signal
+from amaranth.lib.memory import Memory
+
+from netstor.gateware.kit import HwEnv, apply_sets, crc_matrix_hw, or_tree, phv_signal
+from netstor.lang.element import Element
+from netstor.lang.expr import as_expr
+from netstor.lang.program import action_id, hash_crc32
+
+__all__ = ["Table"]
+
+
+def _mask(w):
+    return (1 << w) - 1
+
+
+def _expr_name(e):
+    return getattr(e, "name", repr(e))
+
+
+class Table(Element):
+    """A match table: ``kind`` exact (``ways``-way hashed), ternary (TCAM: value/mask, lowest
+    address wins) or LPM (one key field; the host keeps longer prefixes at lower addresses);
+    ``key`` expressions (concatenated, first lowest); ``actions``; ``size`` entries; an
+    optional ``default`` action (with ``default_params``) on a miss, settable at run time."""
+    KINDS = ("exact", "ternary", "lpm")
+    egress_ok = True
+    is_table = True
+
+    def __init__(self, name, *, kind, key, actions, size, default=None, default_params=None,
+                 ways=4, when=None):
+        super().__init__(name, when)
+        if kind not in self.KINDS:
+            raise ValueError(f"table {name}: kind must be one of {self.KINDS}, got {kind!r}")
+        self.kind = kind
+        self.key = [as_expr(k) for k in (key if isinstance(key, (list, tuple)) else [key])]
+        if not self.key:
+            raise ValueError(f"table {name}: empty key")
+        if kind == "lpm" and len(self.key) != 1:
+            raise ValueError(f"table {name}: an LPM table has exactly one key field")
+        self.actions = list(actions)
+        if not self.actions:
+            raise ValueError(f"table {name}: no actions")
+        names = [a.name for a in self.actions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"table {name}: duplicate action names")
+        if size <= 0:
+            raise ValueError(f"table {name}: size must be positive")
+        if kind == "exact":
+            if ways <= 0 or size % ways or (size // ways) & (size // ways - 1):
+                raise ValueError(f"table {name}: exact tables need size = ways * 2**n")
+            self.ways = ways
+        else:
+            self.ways = 1
+        self.size = size
+        if default is not None and default not in self.actions:
+            raise ValueError(f"table {name}: default action must be one of its actions")
+        self.default = default
+        self.default_params = dict(default_params or {})
+
+    @property
+    def key_width(self):
+        return sum(k.width for k in self.key)
+
+    @property
+    def depth(self):
+        """Entries per way."""
+        return self.size // self.ways
+
+    @property
+    def param_width(self):
+        return max([a.param_width for a in self.actions] + [1])
+
+    @property
+    def action_bits(self):
+        # action id 0 means "no action"; ids 1..n are the actions in declaration order
+        return max(1, len(self.actions).bit_length())
+
+    def action_id(self, name):
+        return action_id(self.qualname, self.actions, name)
+
+    def way_index(self, key_value, way):
+        """Slot of ``key_value`` in ``way`` (exact tables)."""
+        return hash_crc32(key_value, self.key_width, seed=way) & (self.depth - 1)
+
+    def pack_key(self, values):
+        """Pack key component values (list, in key order) into one integer (first lowest)."""
+        if len(values) != len(self.key):
+            raise ValueError(f"table {self.qualname}: key has {len(self.key)} part(s), "
+                             f"got {len(values)}")
+        word, shift = 0, 0
+        for k, v in zip(self.key, values):
+            v = int(v)
+            if v < 0 or v >> k.width:
+                raise ValueError(f"table {self.qualname}: key value {v} does not fit in "
+                                 f"{k.width} bits")
+            word |= v << shift
+            shift += k.width
+        return word
+
+    @property
+    def bench_key(self):
+        return f"table_{self.kind}"
+
+    # ---- language ----------------------------------------------------------------------------
+    def reads(self):
+        return list(self.key) + [s.value for a in self.actions for s in a.sets]
+
+    def writes(self):
+        return [s.field for a in self.actions for s in a.sets]
+
+    def set_items(self):
+        return [s for a in self.actions for s in a.sets]
+
+    def schema(self, pipeline):
+        return {
+            "kind": self.kind,
+            "egress": any(self is e for e in pipeline.egress_elements),
+            "key": [{"expr": _expr_name(k), "width": k.width} for k in self.key],
+            "key_width": self.key_width,
+            "size": self.size,
+            "ways": self.ways,
+            "depth": self.depth,
+            "action_bits": self.action_bits,
+            "param_width": self.param_width,
+            "actions": [{"name": a.name, "id": self.action_id(a.name),
+                         "params": [{"name": p, "width": w} for p, w in a.params.items()]}
+                        for a in self.actions],
+            "default": self.default.name if self.default else None,
+            "hash": ("crc32(seed=way byte, key big-endian) mod depth" if self.kind == "exact"
+                     else None),
+        }
+
+    # ---- golden model ------------------------------------------------------------------------
+    @property
+    def entry_width(self):
+        kw = self.key_width
+        return 1 + (kw if self.kind == "exact" else 2 * kw) + self.action_bits + self.param_width
+
+    def model_memories(self):
+        reset = 0
+        if self.default is not None:
+            reset = self.action_id(self.default.name) | (
+                self.default.pack_params(self.default_params) << self.action_bits)
+        return [(self.qualname, self.size, self.entry_width, 0),
+                (f"{self.qualname}.default", 1, self.action_bits + self.param_width, reset)]
+
+    def model_counters(self):
+        return [f"{self.qualname}.hit", f"{self.qualname}.miss"]
+
+    def evaluate(self, model, phv, env):
+        _lookup(model, self, phv, env)
+
+    # ---- gateware ----------------------------------------------------------------------------
+    def elaborate(self, m, pipeline, valid_in, phv_in, csr, *, prefix):
+        return _build(m, self, pipeline, valid_in, phv_in, csr, prefix)
+
+
+def _lookup(model, t, phv, env):
+    key, shift = 0, 0
+    for k in t.key:
+        key |= (k.eval(env) & _mask(k.width)) << shift
+        shift += k.width
+    kw, ab = t.key_width, t.action_bits
+    mem = model.memory(t.qualname)
+    entry = None
+    if t.kind == "exact":
+        # spec: "hit if an entry with valid and key == pack(key) exists". Reading: the
+        # entry must sit at the key's slot in its way (the encoding's placement rule),
+        # as a hashed lookup finds it; ways are tried from 0, the first match wins.
+        for way in range(t.ways):
+            addr = way * t.depth + hash_crc32(key, kw, seed=way) % t.depth
+            w = mem.words[addr]
+            if w & 1 and (w >> 1) & _mask(kw) == key:
+                entry = w >> (1 + kw)
+                break
+    else:
+        for w in mem.words:
+            if not w & 1:
+                continue
+            value, mask = (w >> 1) & _mask(kw), (w >> (1 + kw)) & _mask(kw)
+            if key & mask == value & mask:
+                entry = w >> (1 + 2 * kw)
+                break
+    if entry is None:
+        model.count(f"{t.qualname}.miss")
+        entry = model.memory(f"{t.qualname}.default").words[0]
+    else:
+        model.count(f"{t.qualname}.hit")
+    aid, pword = entry & _mask(ab), entry >> ab
+    if aid == 0 or aid > len(t.actions):
+        return          # 0: no action; an id beyond the last action (a bad word from
+        # the host; the spec does not define it) does nothing either
+    action = t.actions[aid - 1]
+    env.params = action.unpack_params(pword)
+    writes = [(s.field.name, s.value.eval(env)) for s in action.sets]
+    env.params = {}
+    model.assign(phv, writes)
+
+
+def _run_action(m, e, pipeline, phv, nxt, action_id, params_word):
+    """Drive ``nxt`` = ``phv`` with the action ``action_id`` applied (0 = no action)."""
+    m.d.comb += nxt.eq(phv)
+    with m.Switch(action_id):
+        for i, a in enumerate(e.actions):
+            with m.Case(i + 1):
+                params, shift = {}, 0
+                for p, w in a.params.items():
+                    params[p] = params_word[shift:shift + w]
+                    shift += w
+                apply_sets(m, pipeline, a.sets, phv, nxt, HwEnv(pipeline, phv, params))
+
+
+def _default_regs(m, e, csr, prefix):
+    """The table's default action (run-time settable through memory ``<table>.default``)."""
+    ab, pw = e.action_bits, e.param_width
+    init_id = e.action_id(e.default.name) if e.default else 0
+    init_params = e.default.pack_params(e.default_params) if e.default else 0
+    dflt = Signal(ab + pw, init=init_id | (init_params << ab), name=f"{prefix}_default")
+    port = csr.memory(f"{e.qualname}.default", ab + pw, 1,
+                      doc=f"default action of {e.qualname}: action({ab}) | params({pw})",
+                      kind="default", table=e.qualname)
+    m.d.comb += port.rdata.eq(dflt)
+    m.d.sync += port.ack.eq(port.req & ~port.ack)
+    with m.If(port.req & port.we & ~port.ack):
+        m.d.sync += dflt.eq(port.wdata)
+    return dflt[:ab], dflt[ab:]
+
+
+def _build(m, e, pipeline, valid_in, phv_in, csr, prefix):
+    ab, pw, kw = e.action_bits, e.param_width, e.key_width
+    env = HwEnv(pipeline, phv_in)
+    key = Signal(kw, name=f"{prefix}_key")
+    m.d.comb += key.eq(Cat(*[k.hw(env)[:k.width] for k in e.key]))
+    when = Signal(name=f"{prefix}_when")
+    m.d.comb += when.eq(e.when.hw(env).any())
+    d_action, d_params = _default_regs(m, e, csr, prefix)
+
+    # stage 1 registers
+    v1, phv1 = Signal(name=f"{prefix}_v1"), phv_signal(pipeline, f"{prefix}_phv1")
+    when1, key1 = Signal(name=f"{prefix}_when1"), Signal(kw, name=f"{prefix}_key1")
+    m.d.sync += [v1.eq(valid_in), phv1.eq(phv_in), when1.eq(when), key1.eq(key)]
+    hit = Signal(name=f"{prefix}_hit")
+    action = Signal(ab, name=f"{prefix}_action")
+    params = Signal(pw, name=f"{prefix}_params")
+
+    if e.kind == "exact":
+        ew = 1 + kw + ab + pw
+        depth, ways = e.depth, e.ways
+        port = csr.memory(e.qualname, ew, e.size,
+                          doc=f"{e.qualname}: exact, {ways} ways x {depth}; "
+                              f"valid | key({kw}) | action({ab}) | params({pw})",
+                          kind="exact", table=e.qualname, ways=ways)
+        sbits = max(1, (depth - 1).bit_length())
+        rd_host = []
+        hits, entries = [], []
+        for w in range(ways):
+            mem = Memory(shape=ew, depth=depth, init=[])
+            m.submodules[f"{prefix}_way{w}"] = mem
+            wp = mem.write_port()
+            rp = mem.read_port()
+            hp = mem.read_port()
+            slot = crc_matrix_hw(key, kw, seed=w)[:sbits] if depth > 1 else Const(0, 1)
+            m.d.comb += [rp.addr.eq(slot), rp.en.eq(1)]
+            hit_addr = port.addr[sbits:] == w if ways > 1 else Const(1, 1)
+            m.d.comb += [
+                wp.addr.eq(port.addr[:sbits]), wp.data.eq(port.wdata),
+                wp.en.eq(port.req & port.we & ~port.ack & hit_addr),
+                hp.addr.eq(port.addr[:sbits]), hp.en.eq(1),
+            ]
+            rd_host.append(hp.data)
+            ent = rp.data
+            hits.append(ent[0] & (ent[1:1 + kw] == key1))
+            entries.append(ent)
+        # host access: writes land in one cycle; reads have the data one cycle after the address
+        pend = Signal(name=f"{prefix}_host_pend")
+        m.d.sync += pend.eq(port.req & ~pend & ~port.ack)
+        m.d.sync += port.ack.eq(0)
+        with m.If(pend):
+            m.d.sync += port.ack.eq(1)
+        way_sel = port.addr[sbits:] if ways > 1 else Const(0, 1)
+        m.d.comb += port.rdata.eq(Array(rd_host)[way_sel])
+        with m.If(port.ack):
+            m.d.sync += pend.eq(0)
+        # first hit way wins
+        m.d.comb += [hit.eq(0), action.eq(0), params.eq(0)]
+        for w in reversed(range(ways)):
+            with m.If(hits[w]):
+                m.d.comb += [hit.eq(1), action.eq(entries[w][1 + kw:1 + kw + ab]),
+                             params.eq(entries[w][1 + kw + ab:])]
+    else:
+        n = e.size
+        ew = 1 + 2 * kw + ab + pw
+        port = csr.memory(e.qualname, ew, n,
+                          doc=f"{e.qualname}: {e.kind}, {n} entries, lowest address wins; "
+                              f"valid | value({kw}) | mask({kw}) | action({ab}) | params({pw})",
+                          kind=e.kind, table=e.qualname)
+        ents = Array(Signal(ew, name=f"{prefix}_ent{i}") for i in range(n))
+        match = Signal(n, name=f"{prefix}_match")
+        for i in range(n):
+            ent = ents[i]
+            value, mask = ent[1:1 + kw], ent[1 + kw:1 + 2 * kw]
+            m.d.comb += match[i].eq(ent[0] & (((key ^ value) & mask) == 0))
+        match1 = Signal(n, name=f"{prefix}_match1")
+        m.d.sync += match1.eq(match)
+        m.d.sync += port.ack.eq(port.req & ~port.ack)
+        m.d.comb += port.rdata.eq(ents[port.addr])
+        with m.If(port.req & port.we & ~port.ack):
+            m.d.sync += ents[port.addr].eq(port.wdata)
+        # the entries' action words are registered too, so c1 sees them aligned with match1
+        acts1 = [Signal(ab + pw, name=f"{prefix}_act1_{i}") for i in range(n)]
+        for i in range(n):
+            m.d.sync += acts1[i].eq(ents[i][1 + 2 * kw:])
+        # lowest matching address wins: isolate the lowest set bit (x & -x, a carry chain),
+        # then an AND-OR tree of depth log(n) instead of an n-deep priority chain
+        first = Signal(n, name=f"{prefix}_first")
+        m.d.comb += first.eq(match1 & (~match1 + 1)[:n])
+        sel = or_tree([Mux(first[i], acts1[i], 0) for i in range(n)])
+        m.d.comb += [hit.eq(match1.any()), action.eq(sel[:ab]), params.eq(sel[ab:])]
+
+    sel_action = Signal(ab, name=f"{prefix}_sel_action")
+    sel_params = Signal(pw, name=f"{prefix}_sel_params")
+    m.d.comb += [sel_action.eq(Mux(hit, action, d_action)),
+                 sel_params.eq(Mux(hit, params, d_params))]
+    with m.If(~when1):
+        m.d.comb += sel_action.eq(0)
+    nxt = phv_signal(pipeline, f"{prefix}_next")
+    _run_action(m, e, pipeline, phv1, nxt, sel_action, sel_params)
+    hit_ctr = csr.counter(f"{e.qualname}.hit", doc=f"lookups of {e.qualname} that hit")
+    miss_ctr = csr.counter(f"{e.qualname}.miss", doc=f"lookups of {e.qualname} that missed")
+    m.d.comb += [hit_ctr.eq(v1 & when1 & hit), miss_ctr.eq(v1 & when1 & ~hit)]
+    valid_out, phv_out = Signal(name=f"{prefix}_valid"), phv_signal(pipeline, f"{prefix}_phv")
+    m.d.sync += [valid_out.eq(v1), phv_out.eq(nxt)]
+    return valid_out, phv_out, 2
