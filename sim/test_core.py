@@ -6,15 +6,18 @@ compared with.
 """
 import pytest
 
+from netstor.offloads import offloads
 from netstor.sim.core_build import run_core
 
-CASES = ["test_identity", "test_l3_mixed_traffic", "test_primitives", "test_bad_input",
-         "test_sizes_backpressure_updates", "test_ethernet_mac_ports", "test_fuzz",
-         "test_host_api", "test_netclone", "test_netrs"]
+CORE = ["test_identity", "test_l3_mixed_traffic", "test_primitives", "test_bad_input",
+        "test_sizes_backpressure_updates", "test_ethernet_mac_ports", "test_fuzz",
+        "test_host_api"]
+#: (cocotb module, test): the platform's cases, then every offload's (its ``cocotb`` hook)
+CASES = [("cocotb_core", c) for c in CORE] + [mc for o in offloads() for mc in o.cocotb]
 
 
 @pytest.mark.cocotb
 @pytest.mark.xdist_group("core")
-@pytest.mark.parametrize("case", CASES)
-def test_core(case):
-    run_core("cocotb_core", case)
+@pytest.mark.parametrize("module,case", CASES, ids=[c for _, c in CASES])
+def test_core(module, case):
+    run_core(module, case)

@@ -28,8 +28,9 @@ Values are ints or text (``0x..``, dotted IPv4, colon MAC). The whole file is va
 name, key width, parameter, prefix) before anything is written, then applied as one batch:
 a bad file changes nothing. Errors name the place: ``tables.l3.routes.entries[2]: ...``.
 
-Offloads add their own top-level sections (``netclone:``, ``netrs:`` ...) with
-:func:`register_section`; a section nobody registered is an error, not silently ignored.
+Offloads add their own top-level sections, named after the offload (an offload's
+``config_section`` hook, :mod:`netstor.offloads`); other code may add sections with
+:func:`register_section`. A section nobody declared is an error, not silently ignored.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["load_config", "apply_config", "register_section", "ConfigError"]
+from netstor.offloads import offloads
+
+__all__ = ["load_config", "apply_config", "register_section", "sections", "ConfigError"]
 
 _SECTIONS = {}
 _CORE = {"registers", "tables", "banks", "mcast", "device"}
@@ -162,14 +165,26 @@ def _apply_table(dev, name, spec, where):
             raise ConfigError(f"{w}: {err.args[0] if err.args else err}") from None
 
 
+def sections():
+    """``{section name: handler}``: the registered offloads' sections, then those added with
+    :func:`register_section`."""
+    out = {}
+    for off in offloads():
+        if off.config_section is not None:
+            out[off.name] = off.hook("config_section")
+    out.update(_SECTIONS)
+    return out
+
+
 def apply_config(dev, config, *, dry_run=False):
     """Make ``dev`` (a :class:`netstor.api.Device`) hold ``config``. Returns a summary dict
     (counts of what was written). ``dry_run``: validate only, write nothing."""
     cfg = load_config(config)
-    unknown = set(cfg) - _CORE - set(_SECTIONS)
+    handlers = sections()
+    unknown = set(cfg) - _CORE - set(handlers)
     if unknown:
         raise ConfigError(f"unknown section(s) {sorted(unknown)}; known: "
-                          f"{sorted(_CORE | set(_SECTIONS))}")
+                          f"{sorted(_CORE | set(handlers))}")
     summary = {"registers": 0, "tables": 0, "entries": 0, "banks": 0, "mcast": 0, "writes": 0}
     try:
         with dev.batch():
@@ -205,7 +220,7 @@ def apply_config(dev, config, *, dry_run=False):
                 except (KeyError, ValueError, TypeError) as e:
                     raise ConfigError(f"{where}: {e.args[0]}") from None
                 summary["mcast"] += 1
-            for name, handler in _SECTIONS.items():
+            for name, handler in handlers.items():
                 if name in cfg:
                     handler(dev, cfg[name], dry_run)
             summary["writes"] = len(dev._pending)
@@ -218,11 +233,3 @@ def apply_config(dev, config, *, dry_run=False):
 
 class _DryRun(Exception):
     pass
-
-
-def _netrs_section(dev, value, dry_run):
-    from netstor.offloads.netrs.config import apply_section
-    apply_section(dev, value, dry_run)
-
-
-register_section("netrs", _netrs_section)

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from netstor.offloads import offloads
+
 from . import netns
 from .rack import Rack
 
@@ -150,16 +152,13 @@ def run_demo(*, servers=3, clients=2, rate=250.0, duration=5.0, write_ratio=0.1,
         wall = time.monotonic() - t0
         print(format_report(results, switch_stats, wall), file=out, flush=True)
         res = {"clients": results, "switch": switch_stats, "wall_s": wall}
-        if dataplane == "model" and servers >= 2:     # NetClone: same servers, NC switch
-            from netstor.offloads.netclone.demo import format_line, run_netclone_step
-            # a NetClone request costs the Python switch ~10x a plain frame (two passes, two
-            # replies): at most 100 req/s per client keeps the switch out of the result
-            res["netclone"] = run_netclone_step(rack, tmp, rate=min(rate, 100.0),
-                                                duration=min(duration, 3.0))
-            print(format_line(res["netclone"]["summary"]), file=out, flush=True)
-            from netstor.offloads.netrs.demo import format_line as rs_line, run_netrs_step
-            res["netrs"] = run_netrs_step(rack, tmp, rate=rate, duration=min(duration, 3.0))
-            print(rs_line(res["netrs"]["summary"]), file=out, flush=True)
+        if dataplane == "model" and servers >= 2:
+            # every offload's step: the same servers, the switch restarted with its tables
+            for off in offloads():
+                step = off.hook("demo")
+                if step is not None:
+                    res[off.name], line = step(rack, tmp, rate=rate, duration=duration)
+                    print(line, file=out, flush=True)
         return res
 
 

@@ -4,10 +4,9 @@ on its own (no sockets, no other processes competing for the CPU): the floor of 
 
 ``python -m netstor.testbed.framecost [--n 300]`` prints a JSON object ``{kind: us per
 frame}`` for the kinds ``plain_request`` / ``plain_reply`` (storage request and reply, L3
-routes only), ``netrs_request`` (a NetRS request selected by the switch, the recirculated
-pass that counts it outstanding included), ``netrs_response``, ``netclone_request`` (cloned:
-both servers idle; the recirculated copy included) and ``netclone_reply``. The median of
-``n`` frames after a warm-up. No root needed: the rack's hosts are only named, never built.
+routes only), then every offload's own kinds (its ``frame_costs`` hook, e.g.
+``netclone_request``: cloned, both servers idle, the recirculated copy included). The median
+of ``n`` frames after a warm-up. No root needed: the rack's hosts are only named, never built.
 
 Under load in the test bed the same frames cost more (the switch shares two CPUs with the
 clients and servers); the switch reports what they cost there (``timing`` in its stats).
@@ -20,10 +19,11 @@ import statistics
 import sys
 import time
 
-__all__ = ["measure", "main"]
+__all__ = ["measure", "main", "udp_frame", "median_us"]
 
 
-def _frame(src, dst, sport, dport, payload):
+def udp_frame(src, dst, sport, dport, payload):
+    """An Ethernet/IPv4/UDP frame from rack host ``src`` to ``dst`` (a host or an address)."""
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
     from netstor.testbed import netns
@@ -33,7 +33,7 @@ def _frame(src, dst, sport, dport, payload):
                  / UDP(sport=sport, dport=dport) / payload)
 
 
-def _time(dp, make, port, n, warm=20):
+def median_us(dp, make, port, n, warm=20):
     """Median wall time (us) of ``dp.process`` on ``make(i)`` (a fresh frame each time)."""
     frames = [make(i) for i in range(n + warm)]
     out = []
@@ -47,44 +47,25 @@ def _time(dp, make, port, n, warm=20):
 
 def measure(n=300):
     """``{kind: median us per frame}`` (see the module doc)."""
-    from netstor.offloads.netclone.config import netclone_config
-    from netstor.offloads.netclone.header import NETCLONE_UDP_PORT, OP_REQ, OP_REPLY, NcHeader
-    from netstor.offloads.netrs.config import rack_config
-    from netstor.offloads.netrs.header import NETRS_UDP_PORT, RsRequest, f, M_RESP
+    from netstor.compiler import config_ops
+    from netstor.offloads import offloads
     from netstor.proto import Header, Op, Status, STORAGE_UDP_PORT
-    from netstor.testbed.rack import Rack
-    from netstor.testbed.switch import ModelDataplane, config_ops
+    from netstor.testbed.dataplanes import ModelDataplane
+    from netstor.testbed.rack import Rack, route_config
     rack = Rack(3, 3)                           # hosts only, nothing is built
     c, s = rack.clients[0], rack.servers[0]
     get = Header(op=Op.GET, key=7, req_id=1)
     rep = get.reply(Status.NOT_FOUND, server_id=1, queue_len=0)
-    res = {}
-
-    cfg, _groups = rack_config(rack.hosts, rack.clients, rack.servers)
-    dp = ModelDataplane(*config_ops(cfg))
-    res["plain_request"] = _time(dp, lambda i: _frame(c, s, 40000, STORAGE_UDP_PORT,
-                                                      get.pack()), 0, n)
-    res["plain_reply"] = _time(dp, lambda i: _frame(s, c, STORAGE_UDP_PORT, 40000,
-                                                    rep.pack()), 1, n)
-    res["netrs_request"] = _time(dp, lambda i: _frame(
-        c, s, NETRS_UDP_PORT, NETRS_UDP_PORT, RsRequest(rgid=i % 3).pack() + get.pack()), 0, n)
-    # responses: the header a server writes for a request the switch selected (rid 0 here:
-    # the cost does not depend on it)
-    res["netrs_response"] = _time(dp, lambda i: _frame(
-        s, c, NETRS_UDP_PORT, NETRS_UDP_PORT,
-        RsRequest(rgid=0, mf=f(M_RESP)).response(1, 0, 500.0).pack() + rep.pack()), 1, n)
+    dp = ModelDataplane(*config_ops(route_config(rack.hosts)))
+    res = {"plain_request": median_us(dp, lambda i: udp_frame(c, s, 40000, STORAGE_UDP_PORT,
+                                                              get.pack()), 0, n),
+           "plain_reply": median_us(dp, lambda i: udp_frame(s, c, STORAGE_UDP_PORT, 40000,
+                                                            rep.pack()), 1, n)}
     dp.close()
-
-    setup = netclone_config(rack.hosts, rack.servers)
-    dp = ModelDataplane(*config_ops(setup.config))
-    # replies first, so the servers are idle in the switch's state and requests get cloned
-    res["netclone_reply"] = _time(dp, lambda i: _frame(
-        s, c, NETCLONE_UDP_PORT, NETCLONE_UDP_PORT,
-        NcHeader(op=OP_REPLY, group=0, seq=i, server_id=1 + i % 3).pack() + rep.pack()), 1, n)
-    res["netclone_request"] = _time(dp, lambda i: _frame(
-        c, setup.vip, NETCLONE_UDP_PORT, NETCLONE_UDP_PORT,
-        NcHeader(op=OP_REQ, group=i % len(setup.groups)).pack() + get.pack()), 0, n)
-    dp.close()
+    for off in offloads():
+        costs = off.hook("frame_costs")
+        if costs is not None:
+            res.update(costs(rack, n))
     return res
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import netns
-from .netns import ip, NetnsError
+from .netns import ip
 
 __all__ = ["Rack", "Host", "Proc", "host_mac", "port_mac", "route_config", "route_writes"]
 

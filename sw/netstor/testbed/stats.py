@@ -92,27 +92,6 @@ class SwitchStats:
                 "dataplane": dict(dataplane_counters or {})}
 
 
-class PcapWriter:
-    def __init__(self, path):
-        self.f = open(path, "wb")
-        self.f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-
-    def write(self, frame):
-        t = time.time()
-        self.f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(frame), len(frame)))
-        self.f.write(frame)
-
-    def close(self):
-        self.f.close()
-
-
-def write_json_atomic(path, obj):
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-
-
 def write_json_atomic(path, obj):
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")

@@ -219,23 +219,10 @@ def _builtin():
     register_program(primitives.make_primitives(), enums={"op": program_op_enum(primitives)},
                      hex_fields=("flags", "tag"), info=("op", "tag"),
                      title="netstor primitives test program")
-    from netstor.offloads.netclone import program as netclone
-    register_program(netclone.make_netclone(), name="netstor_netclone",
-                     enums={"op": {netclone.OP_REQ: "REQ", netclone.OP_REPLY: "REPLY"},
-                            "clone": {netclone.CLONE_NONE: "none",
-                                      netclone.CLONE_ORIGINAL: "original",
-                                      netclone.CLONE_COPY: "clone"}},
-                     hex_fields=("fidx",), info=("op", "clone", "group", "seq", "server_id"),
-                     title="NetClone (request cloning)")
-    from netstor.offloads.netrs import header as rs
-    n_common = len(rs.COMMON_FIELDS)
-    register("netstor_netrs", rs.NETRS_UDP_PORT, rs.COMMON_FIELDS, reply_sport=True,
-             selector="mf",
-             variants=[(m, name, rs.REQ_FIELDS[n_common:] if lay == "request"
-                        else rs.RESP_FIELDS[n_common:])
-                       for m, (name, lay) in rs.KIND_NAMES.items()],
-             hex_fields=("mf", "sm"), info=("rid", "rgid", "avail", "ss_sid", "ss_q", "ss_t"),
-             inner="netstor", title="NetRS (in-network replica selection)")
-
+    from netstor.offloads import offloads
+    for off in offloads():                  # each offload declares its own headers
+        declare = off.hook("wire")
+        if declare is not None:
+            declare(register)
 
 _builtin()

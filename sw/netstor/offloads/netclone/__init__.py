@@ -1,16 +1,28 @@
-"""NetClone end to end (Kim, SIGCOMM 2023) on the netstor test bed.
+"""NetClone: dynamic request cloning in the data plane (Kim, SIGCOMM 2023), one folder.
 
-The data plane (``netstor.offloads.netclone.program``) clones a request when both candidate servers
-of its group were idle at their last reply and drops the slower reply. This package holds the
-host side around it:
-
-* :mod:`netstor.offloads.netclone.header` -- the 16-byte NetClone header (light: the agents import it).
-* :mod:`netstor.offloads.netclone.config` -- the data-plane configuration of a rack: ``nc.groups``
-  (ordered server pairs), ``nc.servers``, the l3 routes including the service address, and
-  the switch start-up with it.
-* :mod:`netstor.offloads.netclone.compare` -- NetClone against no cloning and client-side cloning at
-  equal offered load (``python -m netstor.offloads.netclone.compare --out build/bench/netclone.json``).
-
-The agents speak it: ``netstor-server --netclone-port`` (default 7431) answers NetClone
-requests and drops a clone copy when busy; ``netstor-load --scheme netclone|clone|single``.
+* :mod:`.header` -- the 16-byte header, declared once (program view, agents, scapy, Lua).
+* :mod:`.program` -- the data-plane program (clone when both candidates were idle, drop the
+  slower reply).
+* :mod:`.config` -- a rack's configuration: ``nc.groups`` (ordered server pairs),
+  ``nc.servers``, the l3 routes including the service address.
+* :mod:`.codec` -- what a storage server does with NetClone requests;
+  :mod:`.schemes` -- the load generator's ``single``, ``clone`` and ``netclone`` schemes.
+* :mod:`.demo` -- the ``make demo`` step and the model switch's cost of NetClone frames;
+  :mod:`.compare` -- NetClone against no cloning and client-side cloning (``make bench``).
+* :mod:`.cocotb_netclone` -- the RTL against the golden model.
 """
+from netstor.offload import Offload
+
+OFFLOAD = Offload(
+    name="netclone",
+    title="NetClone (dynamic request cloning)",
+    udp_port=7431,
+    program=f"{__name__}.program:make_netclone",
+    wire=f"{__name__}.header:wire",
+    codec=f"{__name__}.codec:NetCloneCodec",
+    schemes=f"{__name__}.schemes:SCHEMES",
+    demo=f"{__name__}.demo:demo_step",
+    frame_costs=f"{__name__}.demo:frame_costs",
+    experiments=((f"{__name__}.compare", "netclone.json"),),
+    cocotb=((f"{__name__}.cocotb_netclone", "test_netclone"),),
+)

@@ -80,14 +80,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from netstor.offloads.netclone.config import netclone_config, start_switch
+from netstor.testbed.experiment import (fmt, pct, run_main, server_stats, start_switch,
+                                        write_result)
+
+from netstor.offloads.netclone.config import netclone_config
 from netstor.offloads.netclone.header import NETCLONE_UDP_PORT
 
 __all__ = ["run_scheme", "run_compare", "format_table", "DISTRIBUTIONS", "SCHEMES", "main"]
@@ -95,15 +96,6 @@ __all__ = ["run_scheme", "run_compare", "format_table", "DISTRIBUTIONS", "SCHEME
 STORAGE_PORT = 7430
 SCHEMES = ("single", "clone", "netclone")
 DISTRIBUTIONS = {"exp": "exp:10000", "bimodal": "bimodal:0.1:5000:50000"}
-_STOPPED = re.compile(r"stopped: served (\d+), busy (\d+).*netclone received (\d+), "
-                      r"clones dropped (\d+), service time ([\d.]+) s")
-
-
-def pct(sorted_vals, p):
-    """Nearest-rank percentile of a sorted list."""
-    if not sorted_vals:
-        return None
-    return sorted_vals[max(0, math.ceil(p / 100 * len(sorted_vals)) - 1)]
 
 
 def start_servers(rack, setup, tmp, service_model, *, workers=1, log_level="INFO", seed=0,
@@ -195,15 +187,9 @@ def summarize(scheme, results, switch, servers, duration, rate_total, workers=1)
 
 
 def _server_counts(procs):
-    out = {}
-    for k, p in enumerate(procs):
-        m = None
-        for line in p.output().splitlines():
-            m = _STOPPED.search(line) or m
-        out[str(k + 1)] = ({"served": int(m[1]), "busy": int(m[2]), "nc_received": int(m[3]),
-                            "clones_dropped": int(m[4]), "service_s": float(m[5])} if m else
-                           {"served": 0, "busy": 0, "nc_received": 0, "clones_dropped": 0,
-                            "service_s": 0.0})
+    out = server_stats(procs, ("served", "busy", "nc_received", "clones_dropped", "service_ns"))
+    for v in out.values():
+        v["service_s"] = v.pop("service_ns") / 1e9
     return out
 
 
@@ -280,7 +266,7 @@ def run_compare(*, clients=2, servers=4, rate=60.0, duration=12.0, dists=None,
     result["wall_s"] = round(time.monotonic() - t0, 1)
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(result, indent=1))
+        write_result(out, result)
     return result
 
 
@@ -288,17 +274,13 @@ HEAD = (f"{'scheme':<10}{'offered':>8}{'achieved':>9}{'p50 us':>9}{'p99 us':>9}"
         f"{'p99.9 us':>10}{'timeouts':>9}{'cloned':>8}{'util':>6}{'sw fps':>8}")
 
 
-def _f(v, spec=".0f"):
-    return "-" if v is None else format(v, spec)
-
-
 def format_row(r):
     cl = r.get("cloned_fraction")
     if cl is None and r["scheme"] == "clone":
         cl = 1.0
     return (f"{r['scheme']:<10}{r['offered_rps']:>8.0f}{r['achieved_rps']:>9.1f}"
-            f"{_f(r['p50_us']):>9}{_f(r['p99_us']):>9}{_f(r['p999_us']):>10}"
-            f"{r['timeouts']:>9}{_f(cl, '.0%') if cl is not None else '-':>8}"
+            f"{fmt(r['p50_us']):>9}{fmt(r['p99_us']):>9}{fmt(r['p999_us']):>10}"
+            f"{r['timeouts']:>9}{fmt(cl, '.0%') if cl is not None else '-':>8}"
             f"{r['util']:>6.2f}{r['switch_fps']:>8.0f}")
 
 
@@ -327,23 +309,11 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1, help="worker slots per server")
     a = ap.parse_args(argv)
-    from netstor.testbed import netns
-    try:
-        netns.check_prereqs()
-    except netns.NetnsError as e:
-        print(f"netclone compare: {e}", file=sys.stderr)
-        return 2
     dists = dict(d.split("=", 1) for d in a.dist) if a.dist else None
-    try:
-        res = run_compare(clients=a.clients, servers=a.servers, rate=a.rate,
-                          duration=a.duration, dists=dists, schemes=a.scheme or SCHEMES,
-                          out=a.out, seed=a.seed, workers=a.workers)
-    except KeyboardInterrupt:
-        print("netclone compare: interrupted; rack torn down", file=sys.stderr)
-        return 130
-    print(format_table(res))
-    print(f"written {a.out} ({res['wall_s']} s)")
-    return 0
+    return run_main("netclone compare", lambda: run_compare(
+        clients=a.clients, servers=a.servers, rate=a.rate, duration=a.duration, dists=dists,
+        schemes=a.scheme or SCHEMES, out=a.out, seed=a.seed, workers=a.workers),
+                    format_table, a.out)
 
 
 if __name__ == "__main__":

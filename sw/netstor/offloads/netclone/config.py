@@ -17,15 +17,12 @@
 """
 from __future__ import annotations
 
-import json
-import sys
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
-from netstor.offloads.netclone.header import (NETCLONE_UDP_PORT, POLICY_LEAST_LOADED, POLICY_RANDOM,
-                                     SERVERS)
+from netstor.offloads.netclone.header import (NETCLONE_UDP_PORT, POLICY_LEAST_LOADED,
+                                              POLICY_RANDOM, SERVERS)
 
-__all__ = ["VIP", "NcSetup", "ordered_pairs", "netclone_config", "start_switch"]
+__all__ = ["VIP", "NcSetup", "ordered_pairs", "netclone_config"]
 
 VIP = "10.77.9.1"           # the service address clients send NetClone requests to
 
@@ -87,21 +84,3 @@ def netclone_config(hosts, servers, *, vip=VIP, policy=POLICY_RANDOM, pairs=None
          "params": {"ip": h.ip, "mac": h.mac_str, "smac": netns.mac_str(port_mac(h.segment)),
                     "port": h.segment}} for k, h in enumerate(servers)]}
     return NcSetup(cfg, list(range(len(pairs))), pairs, ids, vip, NETCLONE_UDP_PORT, policy)
-
-
-def start_switch(rack, config, workdir, *, stats_json=None, control=None, log=None,
-                 ready_timeout=60.0, name="switch"):
-    """Start the rack's model switch with table configuration ``config`` (a dict; written to
-    ``workdir``); ``control``: serve its control window at this Unix socket path. Returns the
-    process (also ``rack.switch``, so ``rack.stop_switch()`` stops it)."""
-    path = Path(workdir) / f"{rack.prefix}{name}-config.json"
-    path.write_text(json.dumps(config, indent=1))
-    argv = [sys.executable, "-m", "netstor.testbed.switch", "--port0", "p0", "--port1", "p1",
-            "--dataplane", "model", "--config", str(path)]
-    if stats_json:
-        argv += ["--stats-json", str(stats_json)]
-    if control:
-        argv += ["--control", str(control)]
-    rack.switch = rack.spawn("switch", argv, name=name, log=log)
-    rack.switch.wait_line(r"^netstor-switch ready", timeout=ready_timeout)
-    return rack.switch

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from netstor.offloads.netclone.compare import pct, run_clients
-from netstor.offloads.netclone.config import netclone_config, start_switch
+from netstor.offloads.netclone.compare import run_clients
+from netstor.testbed.experiment import pct, start_switch
+from netstor.offloads.netclone.config import netclone_config
 
 __all__ = ["run_netclone_step", "format_line"]
 
@@ -52,3 +53,36 @@ def format_line(s):
             f"({s['switch_clones']} clones), {s['switch_filtered']} slower replies filtered, "
             f"{s['duplicates']} duplicates at the clients; p50 {f(s['p50_us'])} us, "
             f"p99 {f(s['p99_us'])} us")
+
+
+def demo_step(rack, workdir, *, rate, duration):
+    """The ``make demo`` step: ``(result, line)``. A NetClone request costs the Python switch
+    ~10x a plain frame (two passes, two replies): at most 100 req/s per client for at most
+    3 s keeps the switch out of the result."""
+    res = run_netclone_step(rack, workdir, rate=min(rate, 100.0), duration=min(duration, 3.0))
+    return res, format_line(res["summary"])
+
+
+def frame_costs(rack, n):
+    """The model switch's cost of NetClone frames (``netstor.testbed.framecost``): replies
+    first, so the servers are idle in the switch's state and the requests get cloned."""
+    from netstor.compiler import config_ops
+    from netstor.proto import Header, Op, Status
+    from netstor.testbed.dataplanes import ModelDataplane
+    from netstor.testbed.framecost import median_us, udp_frame
+    from .header import NETCLONE_UDP_PORT as PORT, OP_REQ, OP_REPLY, NcHeader
+    c, s = rack.clients[0], rack.servers[0]
+    get = Header(op=Op.GET, key=7, req_id=1)
+    rep = get.reply(Status.NOT_FOUND, server_id=1, queue_len=0)
+    setup = netclone_config(rack.hosts, rack.servers)
+    dp = ModelDataplane(*config_ops(setup.config))
+    try:
+        return {
+            "netclone_reply": median_us(dp, lambda i: udp_frame(
+                s, c, PORT, PORT, NcHeader(op=OP_REPLY, group=0, seq=i,
+                                           server_id=1 + i % 3).pack() + rep.pack()), 1, n),
+            "netclone_request": median_us(dp, lambda i: udp_frame(
+                c, setup.vip, PORT, PORT,
+                NcHeader(op=OP_REQ, group=i % len(setup.groups)).pack() + get.pack()), 0, n)}
+    finally:
+        dp.close()

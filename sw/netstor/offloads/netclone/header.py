@@ -1,39 +1,29 @@
-"""The NetClone header between UDP and the storage message, for the agents (layout and
-constants: the data-plane program ``netstor.offloads.netclone.program``)."""
+"""The NetClone header, declared once: the 16 bytes between UDP and the storage message
+(drawn in :mod:`.program`). The data-plane program's header view, the agents' pack/unpack
+(:class:`NcHeader`), the scapy layer and the Wireshark dissector (:func:`wire`) all come from
+``HEADER``. Light: the agents import it without the gateware."""
 from __future__ import annotations
 
-import struct
-from typing import NamedTuple
+from netstor.wire.header import Header
 
 __all__ = ["NETCLONE_UDP_PORT", "OP_REQ", "OP_REPLY", "CLONE_NONE", "CLONE_ORIGINAL",
-           "CLONE_COPY", "POLICY_RANDOM", "POLICY_LEAST_LOADED", "NC_LEN", "NcHeader",
-           "split"]
+           "CLONE_COPY", "POLICY_RANDOM", "POLICY_LEAST_LOADED", "SERVERS", "HEADER", "NC_LEN",
+           "NcHeader", "split", "wire"]
 
-from netstor.offloads.netclone.program import (NETCLONE_UDP_PORT, OP_REQ, OP_REPLY, CLONE_NONE,  # noqa: F401
-                                       CLONE_ORIGINAL, CLONE_COPY, POLICY_RANDOM,
-                                       POLICY_LEAST_LOADED, SERVERS)
-_FMT = struct.Struct("!BBHIHHHH")
-NC_LEN = _FMT.size          # 16
+NETCLONE_UDP_PORT = 7431
+OP_REQ, OP_REPLY = 1, 2
+CLONE_NONE, CLONE_ORIGINAL, CLONE_COPY = 0, 1, 2
+POLICY_RANDOM, POLICY_LEAST_LOADED = 0, 1
+SERVERS = 64             # server ids 0..63
+
+HEADER = Header("netclone", [("op", 8), ("clone", 8), ("group", 16), ("seq", 32),
+                             ("server_id", 16), ("load", 16), ("fidx", 16), ("rsvd", 16)])
+NC_LEN = HEADER.size     # 16
 
 
-class NcHeader(NamedTuple):
-    op: int
-    clone: int = CLONE_NONE
-    group: int = 0
-    seq: int = 0
-    server_id: int = 0
-    load: int = 0
-    fidx: int = 0
-    rsvd: int = 0
-
-    def pack(self) -> bytes:
-        return _FMT.pack(*self)
-
-    @classmethod
-    def unpack(cls, data) -> "NcHeader":
-        if len(data) < NC_LEN:
-            raise ValueError(f"{len(data)} bytes: shorter than the {NC_LEN}-byte NetClone header")
-        return cls(*_FMT.unpack_from(data))
+class NcHeader(HEADER.tuple_class("_NcHeader", {"clone": CLONE_NONE})):
+    """One NetClone header (``pack()``, ``NcHeader.unpack(data)``)."""
+    __slots__ = ()
 
     def reply(self, server_id, load) -> "NcHeader":
         """The reply header: op REPLY, clone/group/seq/fidx echoed, our id and load."""
@@ -44,3 +34,13 @@ class NcHeader(NamedTuple):
 def split(data):
     """``(NcHeader, rest)`` of a NetClone datagram; raises ``ValueError`` if too short."""
     return NcHeader.unpack(data), data[NC_LEN:]
+
+
+def wire(register):
+    """Declare the header to the wire registry (scapy layer, dissector)."""
+    register("netstor_netclone", NETCLONE_UDP_PORT, HEADER.fields,
+             enums={"op": {OP_REQ: "REQ", OP_REPLY: "REPLY"},
+                    "clone": {CLONE_NONE: "none", CLONE_ORIGINAL: "original",
+                              CLONE_COPY: "clone"}},
+             hex_fields=("fidx",), info=("op", "clone", "group", "seq", "server_id"),
+             title="NetClone (request cloning)")

@@ -45,13 +45,9 @@ packet (the L3 program routes NetClone packets too).
 from netstor.elements import Compute, Hash, RegisterOp, Table
 from netstor.lang import Program, Action, Set, Mux, Const, F
 
-NETCLONE_UDP_PORT = 7431
-OP_REQ, OP_REPLY = 1, 2
-CLONE_NONE, CLONE_ORIGINAL, CLONE_COPY = 0, 1, 2
-POLICY_RANDOM, POLICY_LEAST_LOADED = 0, 1
-HEADER = [("op", 8), ("clone", 8), ("group", 16), ("seq", 32), ("server_id", 16), ("load", 16),
-          ("fidx", 16), ("rsvd", 16)]
-SERVERS = 64             # server ids 0..63
+from .header import (HEADER, NETCLONE_UDP_PORT, OP_REQ, OP_REPLY, CLONE_NONE,  # noqa: F401
+                     CLONE_ORIGINAL, CLONE_COPY, POLICY_RANDOM, POLICY_LEAST_LOADED, SERVERS)
+
 FILTER_SLOTS = 4096
 
 
@@ -71,7 +67,7 @@ def filter_drops(old, seq):
 
 def make_netclone(n_ports=2):
     p = Program("nc", udp_port=NETCLONE_UDP_PORT)
-    h = p.header(HEADER)
+    h = p.header(HEADER.fields)
     is_nc = p.meta("is_nc", 1)
     hit = p.meta("group_hit", 1)
     s1, s2, policy = p.meta("s1", 8), p.meta("s2", 8), p.meta("policy", 1)

@@ -23,7 +23,8 @@ def test_constants_agree_with_the_data_plane_program():
                                                               P.CLONE_COPY)
     assert (H.POLICY_RANDOM, H.POLICY_LEAST_LOADED) == (P.POLICY_RANDOM,
                                                         P.POLICY_LEAST_LOADED)
-    assert H.NC_LEN * 8 == sum(w for _, w in P.HEADER) and H.SERVERS == P.SERVERS
+    assert H.NC_LEN * 8 == sum(w for _, w in P.HEADER.fields) and H.SERVERS == P.SERVERS
+    assert P.make_netclone().header_fields == list(H.HEADER.fields)
 
 
 def _sock(timeout=2.0):
@@ -48,7 +49,7 @@ def test_server_netclone_reply_echoes_the_header(tmp_path):
     with Server(tmp_path / "db", bind=LOOP, port=0, server_id=7, sync=False,
                 netclone_port=0) as srv:
         c = _sock()
-        c.sendto(_nc_request(clone=H.CLONE_ORIGINAL), srv.nc_address)
+        c.sendto(_nc_request(clone=H.CLONE_ORIGINAL), srv.offload_address("netclone"))
         nc, h = _recv_nc(c)
         assert nc == H.NcHeader(H.OP_REPLY, clone=H.CLONE_ORIGINAL, group=5, seq=77,
                                 server_id=7, load=0, fidx=123)
@@ -57,8 +58,8 @@ def test_server_netclone_reply_echoes_the_header(tmp_path):
         c.sendto(Header(op=Op.GET, key=1, req_id=2).pack(), srv.address)
         assert Header.unpack(c.recvfrom(4096)[0]).req_id == 2
         # a datagram that is no NetClone request: dropped, counted
-        c.sendto(b"\x02" + bytes(40), srv.nc_address)
-        c.sendto(_nc_request(rid=3)[:16] + b"garbage", srv.nc_address)    # bad storage part
+        c.sendto(b"\x02" + bytes(40), srv.offload_address("netclone"))
+        c.sendto(_nc_request(rid=3)[:16] + b"garbage", srv.offload_address("netclone"))    # bad storage part
         time.sleep(0.2)
         st = srv.stats()
         assert (st["nc_dropped"], st["dropped"], st["nc_received"], st["nc_replies"]) == \
@@ -71,10 +72,10 @@ def test_server_reports_load_and_drops_a_clone_when_busy(tmp_path):
                 service_model="const:150000", netclone_port=0) as srv:
         c = _sock(3.0)
         for rid in (1, 2, 3):
-            c.sendto(_nc_request(rid=rid), srv.nc_address)
+            c.sendto(_nc_request(rid=rid), srv.offload_address("netclone"))
         time.sleep(0.05)
         # busy: a clone copy is dropped, an original is not
-        c.sendto(_nc_request(rid=4, clone=H.CLONE_COPY), srv.nc_address)
+        c.sendto(_nc_request(rid=4, clone=H.CLONE_COPY), srv.offload_address("netclone"))
         got = [_recv_nc(c) for _ in range(3)]
         # load = requests still queued or in service once the reply went: 2, 1, 0
         assert [(h.req_id, nc.load) for nc, h in got] == [(1, 2), (2, 1), (3, 0)]
@@ -84,7 +85,7 @@ def test_server_reports_load_and_drops_a_clone_when_busy(tmp_path):
         assert srv.stats()["clones_dropped"] == 1
         # idle again: a clone copy is served
         c.settimeout(2.0)
-        c.sendto(_nc_request(rid=5, clone=H.CLONE_COPY), srv.nc_address)
+        c.sendto(_nc_request(rid=5, clone=H.CLONE_COPY), srv.offload_address("netclone"))
         nc, h = _recv_nc(c)
         assert (h.req_id, nc.clone, nc.load) == (5, H.CLONE_COPY, 0)
         c.close()
@@ -138,7 +139,7 @@ def test_client_netclone_scheme_and_duplicates(tmp_path):
     # straight to one server's NetClone port (no switch): one reply each, never cloned
     with Server(tmp_path / "db", bind=LOOP, port=0, server_id=4, sync=False,
                 netclone_port=0) as srv:
-        r = run_load(f"{LOOP}:{srv.nc_address[1]}", scheme="netclone", groups="0-3",
+        r = run_load(f"{LOOP}:{srv.offload_address('netclone')[1]}", scheme="netclone", groups="0-3",
                      mode="open", rate=300, requests=50, seed=1, nc_bind_port=0)
         assert r["replies"] == r["sent"] == 50 and r["timeouts"] == 0
         assert r["netclone"] == {"cloned_replies": 0, "cloned_fraction": 0.0}

@@ -38,7 +38,7 @@ def test_config_applies_and_names_every_pair():
 def test_netclone_through_the_model_switch():
     from netstor.api import Device
     from netstor.offloads.netclone.compare import run_clients, start_servers
-    from netstor.offloads.netclone.config import start_switch
+    from netstor.testbed.experiment import start_switch
     with tempfile.TemporaryDirectory(prefix="netstor-nc-test-") as tmp, \
             Rack(1, 2, workdir=tmp) as rack:
         tmp = Path(tmp)

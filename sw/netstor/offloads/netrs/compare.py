@@ -83,14 +83,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from netstor.offloads.netclone.compare import pct
-from netstor.offloads.netclone.config import start_switch
+from netstor.testbed.experiment import (fmt, pct, run_main, server_stats, start_switch,
+                                        write_result)
+
 from netstor.offloads.netrs.config import rack_config
 from netstor.offloads.netrs.header import NETRS_UDP_PORT
 
@@ -98,8 +98,6 @@ __all__ = ["run_scheme", "run_compare", "format_table", "SCHEMES", "main", "FIND
 
 STORAGE_PORT = 7430
 SCHEMES = ("c3", "netrs")
-_STOPPED = re.compile(r"stopped: served (\d+), busy (\d+).*service time ([\d.]+) s.*"
-                      r"netrs received (\d+), netrs dropped (\d+), slow served (\d+)")
 
 FINDINGS = __doc__.split("Findings")[1]
 
@@ -137,16 +135,9 @@ def load_argv(rack, groups, scheme, *, rate, duration, seed, out, workers, timeo
 
 
 def _server_counts(procs):
-    out = {}
-    for k, p in enumerate(procs):
-        m = None
-        for line in p.output().splitlines():
-            m = _STOPPED.search(line) or m
-        out[str(k + 1)] = ({"served": int(m[1]), "busy": int(m[2]), "service_s": float(m[3]),
-                            "rs_received": int(m[4]), "rs_dropped": int(m[5]),
-                            "slow_served": int(m[6])} if m else
-                           {"served": 0, "busy": 0, "service_s": 0.0, "rs_received": 0,
-                            "rs_dropped": 0, "slow_served": 0})
+    out = server_stats(procs, ("served", "busy", "service_ns", "rs_received", "rs_dropped", "slow_served"))
+    for v in out.values():
+        v["service_s"] = v.pop("service_ns") / 1e9
     return out
 
 
@@ -267,7 +258,7 @@ def run_compare(*, clients=4, servers=3, rate=33.75, duration=20.0, tkv_us=20000
     result["wall_s"] = round(time.monotonic() - t0, 1)
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(result, indent=1))
+        write_result(out, result)
     return result
 
 
@@ -275,14 +266,10 @@ HEAD = (f"{'scheme':<8}{'offered':>8}{'achieved':>9}{'mean us':>9}{'p50 us':>9}{
         f"{'timeouts':>9}{'slow':>6}{'util':>6}{'sw fps':>8}  per server")
 
 
-def _f(v, spec=".0f"):
-    return "-" if v is None else format(v, spec)
-
-
 def format_row(r):
     per = " ".join(str(v) for _, v in sorted(r["per_server"].items(), key=lambda x: int(x[0])))
     return (f"{r['scheme']:<8}{r['offered_rps']:>8.0f}{r['achieved_rps']:>9.1f}"
-            f"{_f(r['mean_us']):>9}{_f(r['p50_us']):>9}{_f(r['p99_us']):>9}"
+            f"{fmt(r['mean_us']):>9}{fmt(r['p50_us']):>9}{fmt(r['p99_us']):>9}"
             f"{r['timeouts']:>9}{r['slow_share']:>6.2f}{r['util']:>6.2f}"
             f"{r['switch_fps']:>8.0f}  {per}")
 
@@ -314,24 +301,12 @@ def main(argv=None):
                     help="c3: independent C3 selectors per client process")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
-    from netstor.testbed import netns
-    try:
-        netns.check_prereqs()
-    except netns.NetnsError as e:
-        print(f"netrs compare: {e}", file=sys.stderr)
-        return 2
-    try:
-        res = run_compare(clients=a.clients, servers=a.servers, rate=a.rate,
-                          duration=a.duration, tkv_us=a.tkv_us, d=a.d,
-                          interval_ms=a.interval_ms, workers=a.workers,
-                          schemes=a.scheme or SCHEMES, out=a.out, seed=a.seed,
-                          repeats=a.repeats, selectors=a.selectors)
-    except KeyboardInterrupt:
-        print("netrs compare: interrupted; rack torn down", file=sys.stderr)
-        return 130
-    print(format_table(res))
-    print(f"written {a.out} ({res['wall_s']} s)")
-    return 0
+    return run_main("netrs compare", lambda: run_compare(
+        clients=a.clients, servers=a.servers, rate=a.rate, duration=a.duration,
+        tkv_us=a.tkv_us, d=a.d, interval_ms=a.interval_ms, workers=a.workers,
+        schemes=a.scheme or SCHEMES, out=a.out, seed=a.seed, repeats=a.repeats,
+        selectors=a.selectors),
+                    format_table, a.out)
 
 
 if __name__ == "__main__":

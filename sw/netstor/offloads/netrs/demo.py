@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from netstor.offloads.netclone.compare import pct
-from netstor.offloads.netclone.config import start_switch
+from netstor.testbed.experiment import pct, start_switch
 from netstor.offloads.netrs.compare import load_argv
 from netstor.offloads.netrs.config import rack_config
 
@@ -74,3 +73,36 @@ def format_line(s):
             f"backup replica), per server {per}; p50 {f(s['p50_us'])} us, p99 "
             f"{f(s['p99_us'])} us; monitor: same rack {m['same_rack']}, same pod "
             f"{m['same_pod']}, other pod {m['other_pod']}")
+
+
+def demo_step(rack, workdir, *, rate, duration):
+    """The ``make demo`` step: ``(result, line)`` (at most 3 s of load)."""
+    res = run_netrs_step(rack, workdir, rate=rate, duration=min(duration, 3.0))
+    return res, format_line(res["summary"])
+
+
+def frame_costs(rack, n):
+    """The model switch's cost of NetRS frames (``netstor.testbed.framecost``): a request the
+    switch selects (its recirculated pass included) and a response."""
+    from netstor.compiler import config_ops
+    from netstor.proto import Header, Op, Status
+    from netstor.testbed.dataplanes import ModelDataplane
+    from netstor.testbed.framecost import median_us, udp_frame
+    from .header import NETRS_UDP_PORT as PORT, M_RESP, RsRequest, f
+    c, s = rack.clients[0], rack.servers[0]
+    get = Header(op=Op.GET, key=7, req_id=1)
+    rep = get.reply(Status.NOT_FOUND, server_id=1, queue_len=0)
+    cfg, _groups = rack_config(rack.hosts, rack.clients, rack.servers)
+    dp = ModelDataplane(*config_ops(cfg))
+    try:
+        return {
+            "netrs_request": median_us(dp, lambda i: udp_frame(
+                c, s, PORT, PORT, RsRequest(rgid=i % 3).pack() + get.pack()), 0, n),
+            # the header a server writes for a request the switch selected (rid 0 here: the
+            # cost does not depend on it)
+            "netrs_response": median_us(dp, lambda i: udp_frame(
+                s, c, PORT, PORT,
+                RsRequest(rgid=0, mf=f(M_RESP)).response(1, 0, 500.0).pack() + rep.pack()),
+                1, n)}
+    finally:
+        dp.close()

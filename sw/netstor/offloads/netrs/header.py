@@ -1,5 +1,5 @@
-"""The NetRS header between UDP and the storage message, for the agents and the wire tools
-(layout and constants: the data-plane program ``netstor.offloads.netrs.program``).
+"""The NetRS header between UDP and the storage message, declared once: the agents, the wire
+tools (:func:`wire`) and the data-plane program (:data:`PROGRAM_VIEW`) all take it from here.
 
 Two layouts (paper 5.1), both big-endian, told apart by the 48-bit magic field ``mf``:
 
@@ -20,18 +20,31 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from netstor.offloads.netrs.program import (NETRS_UDP_PORT, M_REQ, M_RESP, M_MON, M_DRS, DRS_RID,  # noqa: F401
-                                    MASK48, SERVERS, NR, f)
+NETRS_UDP_PORT = 7432
+MASK48 = (1 << 48) - 1
+M_REQ, M_RESP, M_MON, M_DRS = 0x4E5253524551, 0x4E5253525350, 0x4E52534D4F4E, 0x4E5253445253
+DRS_RID = 0xFFFF
+SERVERS = 64
+NR = 8                   # replicas per group
+
+
+def f(m):
+    """The magic of a request after selection (``f`` is XOR with all ones: an involution)."""
+    return m ^ MASK48
 
 __all__ = ["NETRS_UDP_PORT", "M_REQ", "M_RESP", "M_MON", "M_DRS", "DRS_RID", "f", "f_inv",
            "REQ_LEN", "RESP_LEN", "SSL", "REQ_FIELDS", "RESP_FIELDS", "COMMON_FIELDS",
-           "RsRequest", "RsResponse", "kind", "KIND_NAMES", "us_to_uq", "uq_to_us",
+           "RsRequest", "RsResponse", "kind", "KIND_NAMES", "us_to_uq", "uq_to_us", "PROGRAM_VIEW",
+           "wire",
            "REQUEST_MAGICS", "RESPONSE_MAGICS"]
 
 COMMON_FIELDS = [("rid", 16), ("mf", 48), ("rv", 16)]
 REQ_FIELDS = COMMON_FIELDS + [("rgid", 16), ("avail", 8)]
 RESP_FIELDS = COMMON_FIELDS + [("sm", 32), ("ssl", 16), ("ss_sid", 16), ("ss_q", 16),
                                ("ss_t", 16)]
+#: the program's view of both layouts: the common part, 32 bits that are the request's
+#: group/availability or the response's source marker, then the response's server status
+PROGRAM_VIEW = COMMON_FIELDS + [("x", 32)] + RESP_FIELDS[len(COMMON_FIELDS) + 1:]
 SSL = 6
 _REQ = struct.Struct("!H6sHHB")
 _RESP = struct.Struct("!H6sHIHHHH")
@@ -122,3 +135,15 @@ class RsResponse(NamedTuple):
 def peek_mf(data):
     """The magic field of a NetRS datagram (None when shorter than the common 10 bytes)."""
     return _mf(data[2:8]) if len(data) >= 10 else None
+
+
+def wire(register):
+    """Declare the header to the wire registry: the layout chosen by the magic, the storage
+    message dissected behind it."""
+    n_common = len(COMMON_FIELDS)
+    register("netstor_netrs", NETRS_UDP_PORT, COMMON_FIELDS, reply_sport=True, selector="mf",
+             variants=[(m, name, REQ_FIELDS[n_common:] if lay == "request"
+                        else RESP_FIELDS[n_common:])
+                       for m, (name, lay) in KIND_NAMES.items()],
+             hex_fields=("mf", "sm"), info=("rid", "rgid", "avail", "ss_sid", "ss_q", "ss_t"),
+             inner="netstor", title="NetRS (in-network replica selection)")

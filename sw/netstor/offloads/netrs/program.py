@@ -59,20 +59,11 @@ from netstor.lang import Program, Action, Set, Mux, Const, Cat, F
 
 from .ranking_core import XLS_RANKING
 
-NETRS_UDP_PORT = 7432
-MASK48 = (1 << 48) - 1
-M_REQ, M_RESP, M_MON, M_DRS = 0x4E5253524551, 0x4E5253525350, 0x4E52534D4F4E, 0x4E5253445253
-DRS_RID = 0xFFFF
-SERVERS = 64
+from .header import (NETRS_UDP_PORT, MASK48, M_REQ, M_RESP, M_MON, M_DRS, DRS_RID,  # noqa: F401
+                     SERVERS, NR, f, PROGRAM_VIEW as HEADER)
+
 TGROUPS = 16
-HEADER = [("rid", 16), ("mf", 48), ("rv", 16), ("x", 32), ("ssl", 16), ("ss_sid", 16),
-          ("ss_q", 16), ("ss_t", 16)]
-NR = 8
 SERVER_PORT = 1              # the wire port the servers sit behind (source-marker rule)
-
-
-def f(m):
-    return m ^ MASK48
 
 
 def _sat16(e):

@@ -48,9 +48,9 @@ def test_server_netrs_response_header(tmp_path):
     with Server(tmp_path / "db", bind=LOOP, port=0, server_id=5, sync=False, workers=1,
                 service_model="const:20000", netrs_port=0) as srv:
         c = _sock()
-        c.sendto(_rs_request(req_id=1), srv.rs_address)
-        c.sendto(_rs_request(req_id=2, mf=H.f(H.M_DRS), rid=H.DRS_RID, rv=7), srv.rs_address)
-        c.sendto(_rs_request(req_id=3, rv=0xFFFF), srv.rs_address)
+        c.sendto(_rs_request(req_id=1), srv.offload_address("netrs"))
+        c.sendto(_rs_request(req_id=2, mf=H.f(H.M_DRS), rid=H.DRS_RID, rv=7), srv.offload_address("netrs"))
+        c.sendto(_rs_request(req_id=3, rv=0xFFFF), srv.offload_address("netrs"))
         got = [_recv_rs(c) for _ in range(3)]
         (r1, h1), (r2, h2), (r3, h3) = got
         assert [h.req_id for _, h in got] == [1, 2, 3]
@@ -72,7 +72,7 @@ def test_server_netrs_service_time_in_uq12_4(tmp_path):
     with Server(tmp_path / "db", bind=LOOP, port=0, server_id=1, sync=False, workers=2,
                 service_model="const:1500", netrs_port=0) as srv:
         c = _sock()
-        c.sendto(_rs_request(), srv.rs_address)
+        c.sendto(_rs_request(), srv.offload_address("netrs"))
         r, h = _recv_rs(c)
         # the reported service time is the storage header's, in us * 16
         assert r.ss_t == min(0xFFFF, h.service_ns * 16 // 1000)
@@ -89,13 +89,13 @@ def test_server_netrs_bad_headers_dropped_and_counted(tmp_path):
                _rs_request(mf=H.M_MON),                       # a response magic
                _rs_request(mf=0x123456789ABC)]                # nothing of NetRS
         for d in bad:
-            c.sendto(d, srv.rs_address)
+            c.sendto(d, srv.offload_address("netrs"))
         with pytest.raises(socket.timeout):
             c.recvfrom(4096)
         # a good NetRS header with a malformed storage part: BAD_REQUEST behind the header
         req = _rs_request(req_id=8)
         c.settimeout(2.0)
-        c.sendto(req[:H.REQ_LEN + 14] + b"\x00\x09" + req[H.REQ_LEN + 16:], srv.rs_address)
+        c.sendto(req[:H.REQ_LEN + 14] + b"\x00\x09" + req[H.REQ_LEN + 16:], srv.offload_address("netrs"))
         r, h = _recv_rs(c)
         assert (r.mf, h.status, h.req_id, r.ss_t) == (H.M_RESP, Status.BAD_REQUEST, 8, 0)
         st = srv.stats()
@@ -117,7 +117,7 @@ def test_server_runs_without_netrs_when_the_default_port_is_taken(tmp_path):
     try:
         with Server(tmp_path / "db", bind=LOOP, port=0, netrs_port=port,
                     netrs_optional=True) as srv:
-            assert srv.rs_address is None
+            assert srv.offload_address("netrs") is None
         with pytest.raises(OSError):
             Server(tmp_path / "db2", bind=LOOP, port=0, netrs_port=port).start()
     finally:
@@ -229,7 +229,7 @@ def test_netrs_scheme_through_a_stand_in_rsnode(tmp_path):
     front.bind((LOOP, 0))
     stop = threading.Event()
     th = threading.Thread(target=_fake_rsnode,
-                          args=(front, [s.rs_address for s in srv], stop), daemon=True)
+                          args=(front, [s.offload_address("netrs") for s in srv], stop), daemon=True)
     th.start()
     try:
         # one target (the stand-in is every group's backup replica), two groups (keys
