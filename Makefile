@@ -55,10 +55,7 @@ formal: $(EDITABLE)
 
 bench: rtl
 	$(PY) -m netstor.bench --out build/bench
-	$(PY) -m netstor.bench.hls --out build/bench
-	$(PY) -m netstor.offloads.netrs.bench --out build/bench/placement.json
-	$(PY) -m netstor.offloads.netclone.compare --out build/bench/netclone.json
-	$(PY) -m netstor.offloads.netrs.compare --out build/bench/netrs.json
+	$(PY) -m netstor.experiments --out build/bench
 
 # the rack on one machine (needs root): storage servers and clients in network namespaces,
 # every packet through the switch (golden model); `make demo-rtl`: the cocotb core demo

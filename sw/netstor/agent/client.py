@@ -12,19 +12,14 @@ Replies are matched by ``req_id`` only (not by source address), so a reply may c
 different server than the one addressed (e.g. a data-plane offload answering, or a clone).
 Keys are unsigned 64-bit integers.
 
-Cloning and NetClone: ``Engine.send(..., copies=[addr, ...])`` sends the same request (same
-``req_id``) to more servers (client-side cloning): the first reply completes it, later ones are
-counted as ``duplicates``. ``Engine.send(..., nc_group=G)`` puts the NetClone request header
-(group ``G``) in front of the storage request (:mod:`netstor.offloads.netclone.header`); a reply that
-starts with the NetClone reply header is unwrapped, its header kept in
-``Completion.nc``. ``duplicates`` counts replies for requests that were already answered
-(clones that got through), a subset of ``unmatched``.
+Cloning: ``Engine.send(..., copies=[addr, ...])`` sends the same request (same ``req_id``)
+to more servers (client-side cloning): the first reply completes it, later ones are counted as
+``duplicates`` (a subset of ``unmatched``).
 
-NetRS: ``Engine.send(..., rs_group=G, rs_avail=A)`` puts the 13-byte NetRS request header
-(``M_REQ``, RID 0, RV 0, RGID ``G``, availability bits ``A``) in front of the storage
-request (:mod:`netstor.offloads.netrs.header`); a reply that starts with a NetRS response header (a
-response magic followed by the storage magic) is unwrapped, its header kept in
-``Completion.rs``. ``Completion.src`` is the address a reply came from.
+Offloads: ``Engine.send(..., head=bytes)`` puts an offload's request header in front of the
+storage request; an engine made with an offload's ``codec`` unwraps replies that start with
+that offload's reply header and keeps the header in ``Completion.head``.
+``Completion.src`` is the address a reply came from.
 """
 
 from __future__ import annotations
@@ -36,10 +31,8 @@ import select
 import socket
 import time
 
-from netstor.proto import (Header, MAGIC, MAX_VALUE, Op, ProtocolError, Status,
+from netstor.proto import (Header, MAX_VALUE, Op, ProtocolError, Status,
                            STORAGE_UDP_PORT)
-from netstor.offloads.netclone.header import NC_LEN, NcHeader, OP_REPLY, OP_REQ
-from netstor.offloads.netrs.header import RESP_LEN as RS_RESP_LEN, RESPONSE_MAGICS, RsRequest, RsResponse
 
 __all__ = ["Client", "Engine", "Completion", "NetstorError", "RequestTimeout", "BadRequest",
            "ServerBusy", "ServerError", "parse_target", "parse_targets"]
@@ -114,15 +107,14 @@ class Completion:
     """One finished request: ``reply`` is the reply :class:`Header`, or None on timeout."""
 
     __slots__ = ("req_id", "op", "key", "target", "tag", "sent_ns", "done_ns", "reply",
-                 "deadline_ns", "nc", "rs", "src")
+                 "deadline_ns", "head", "src")
 
     def __init__(self, req_id, op, key, target, tag, sent_ns, deadline_ns):
         self.req_id, self.op, self.key, self.target, self.tag = req_id, op, key, target, tag
         self.sent_ns, self.deadline_ns = sent_ns, deadline_ns
         self.done_ns = None
         self.reply = None
-        self.nc = None          # the NetClone reply header (NetClone requests)
-        self.rs = None          # the NetRS response header (NetRS requests)
+        self.head = None        # the offload's reply header (an engine with a codec)
         self.src = None         # where the reply came from
 
     @property
@@ -148,7 +140,11 @@ class Engine:
     they expire in send order. Not thread-safe: drive it from one thread.
     """
 
-    def __init__(self, targets, timeout=1.0, bind=("0.0.0.0", 0), seed=None, rcvbuf=1 << 22):
+    def __init__(self, targets, timeout=1.0, bind=("0.0.0.0", 0), seed=None, rcvbuf=1 << 22,
+                 codec=None):
+        """``codec``: an offload's codec (:mod:`netstor.agent.codec`); replies behind its
+        reply header are unwrapped and the header kept in ``Completion.head``."""
+        self.codec = codec
         self.targets = parse_targets(targets)
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0, got {timeout!r}")
@@ -209,19 +205,15 @@ class Engine:
         return target
 
     def send(self, op, key, value=b"", target=None, tag=None, flags=0, seq=0, now_ns=None,
-             copies=(), nc_group=None, rs_group=None, rs_avail=0xFF):
+             copies=(), head=b""):
         """Send one request; ``target`` is an index into ``targets`` or an address tuple;
-        ``copies``: more targets that get the same request (client-side cloning);
-        ``nc_group``: send it as a NetClone request of that group; ``rs_group``: as a NetRS
-        request of that replica group (``rs_avail``: its availability bits).
+        ``copies``: more targets that get the same request (client-side cloning); ``head``:
+        an offload's request header, sent before the storage request.
         Returns its :class:`Completion` (filled in when it finishes)."""
         addr = self._addr(target)
         rid = self._new_id()
-        data = Header(op=op, key=key, req_id=rid, flags=flags, seq=seq, value=value).pack()
-        if nc_group is not None:
-            data = NcHeader(OP_REQ, group=nc_group).pack() + data
-        if rs_group is not None:
-            data = RsRequest(rgid=rs_group, avail=rs_avail).pack() + data
+        data = head + Header(op=op, key=key, req_id=rid, flags=flags, seq=seq,
+                             value=value).pack()
         now = time.monotonic_ns() if now_ns is None else now_ns
         c = Completion(rid, op, key, addr, tag, now, now + self.timeout_ns)
         for a in (addr, *(self._addr(t) for t in copies)):
@@ -249,16 +241,11 @@ class Engine:
             except ConnectionRefusedError:
                 continue    # ICMP port unreachable from an earlier send: ignore
             t = time.monotonic_ns()
-            nc = rs = None
-            if len(data) >= RS_RESP_LEN + 2 and \
-                    int.from_bytes(data[2:8], "big") in RESPONSE_MAGICS and \
-                    int.from_bytes(data[RS_RESP_LEN:RS_RESP_LEN + 2], "big") == MAGIC:
-                rs = RsResponse.unpack(data)
-                data = data[RS_RESP_LEN:]
-            elif len(data) > NC_LEN and data[0] == OP_REPLY and \
-                    int.from_bytes(data[NC_LEN:NC_LEN + 2], "big") == MAGIC:
-                nc = NcHeader.unpack(data)
-                data = data[NC_LEN:]
+            head = None
+            if self.codec is not None:
+                split = self.codec.split_reply(data)
+                if split is not None:
+                    head, data = split
             try:
                 h = Header.unpack(data)
             except ProtocolError:
@@ -275,7 +262,7 @@ class Engine:
                     self.duplicates += 1
                 self.unmatched += 1
                 continue
-            c.reply, c.done_ns, c.nc, c.rs, c.src = h, t, nc, rs, src
+            c.reply, c.done_ns, c.head, c.src = h, t, head, src
             self.replies += 1
             self._answered.add(h.req_id)
             self._answered_order.append(h.req_id)

@@ -15,45 +15,10 @@ histogram, by_op`` plus details (``config``, ``by_server``, ``engine``, ``skippe
 every status. ``latency_us`` (exact percentiles, nearest rank) and ``histogram`` cover the
 replies with status OK or NOT_FOUND, timed from the actual send to the reply's arrival.
 
-Schemes (``--scheme``; the arrival process and the latency accounting are the same for all):
-
-* ``direct`` (default): one request to one of the targets, chosen by ``--pick``.
-* ``single``: no cloning: the request goes to one server of a random group, chosen at random
-  (groups are pairs of targets, ``--pairs I:J,...``, default every ordered pair).
-* ``clone``: client-side cloning: the request goes to both servers of a random group, the
-  first reply counts, the second is ignored (counted in ``engine.duplicates``).
-* ``netclone``: the request goes as a NetClone request (group drawn uniformly from
-  ``--groups``, e.g. ``0-11``) to the service address ``--target VIP[:7431]``; the engine binds
-  ``--nc-bind-port`` (default 7431: the servers answer to the request's source port). The
-  switch clones and filters; a duplicate that gets through is counted and ignored. The result
-  gets ``netclone``: replies whose request was cloned (``cloned_replies``: the NetClone
-  header's clone field is not 0) and the per-server share.
-* ``netrs`` and ``c3``: replica selection. Replica groups are sets of target indexes
-  (``--replica-groups "0,1,2;1,2,3;..."``, default: ``n`` groups of 3 consecutive targets on
-  a ring, ``g -> (g, g+1, g+2) mod n``, the replication factor 3 of consistent hashing); a
-  request for key ``k`` belongs to group ``k mod (number of groups)``.
-
-  ``netrs``: the request goes as a NetRS request (``M_REQ``, RGID = the group, every slot
-  available) to the NetRS port (7432) of the group's *backup replica*: one replica of each
-  group drawn per client at start (seeded), where a DRS request ends up. The engine binds
-  ``--rs-bind-port`` (default 7432: NetRS is recognised by that port both ways). The switch
-  selects; the result gets ``netrs``: replies selected by the switch (``selected``: response
-  relabelled ``M_MON`` and RID not the DRS one), DRS replies, replies with no NetRS header,
-  replies from a server other than the backup (``redirected``).
-
-  ``c3``: client-side C3 (the NetRS paper's CliRS baseline): the client ranks the group's
-  replicas with the C3 reference (:func:`netstor.offloads.netrs.ranking.rank`, the switch's ranking
-  bit for bit) on its own state, and sends a plain storage request to the winner. Its state
-  per server, in the switch's units and EWMA (weight 1/8): queue length from the replies'
-  ``queue_len`` turned into the switch's measure (requests a new one would wait behind:
-  ``queue_len - c3_workers``, at least 0; ``--c3-workers`` = the servers' workers), service
-  time from ``service_ns`` (UQ12.4 us, saturated at 4.1 ms), response time as measured here
-  (send to reply), and its own outstanding requests (C3's ``os``, multiplied by ``--c3-n``,
-  the number of independent selectors = clients). The result gets ``c3``: selections per
-  target. ``--c3-selectors K`` (default 1) runs K independent C3 selectors in this one
-  process, as K clients on one host would: each request goes to one of them drawn uniformly
-  (each a Poisson source at ``rate / K``), and each keeps its own state and learns only from
-  the replies to its own requests (the test bed's way to many selectors on few CPUs).
+Schemes (``--scheme``; the arrival process and the latency accounting are the same for all;
+:mod:`netstor.agent.schemes`): ``direct`` (default) sends one request to one of the targets,
+chosen by ``--pick``; every registered offload adds its own (``netstor-load --help`` lists
+them, their flags and, in their modules, what their result section holds).
 """
 
 from __future__ import annotations
@@ -68,81 +33,13 @@ import time
 
 from netstor.proto import MAX_VALUE, Op, Status
 from netstor.agent.client import Engine, parse_targets
+from netstor.agent.schemes import PICKS, all_schemes
 from netstor.agent.zipf import Zipf
-from netstor.offloads.netrs.ranking import C3, Replica, rank
-from netstor.offloads.netclone.header import NETCLONE_UDP_PORT
-from netstor.offloads.netrs.header import DRS_RID, M_MON, NETRS_UDP_PORT
 
 __all__ = ["run_load", "latency_summary", "log_histogram", "main"]
 
-PICKS = ("random", "round-robin", "key")
-SCHEMES = ("direct", "single", "clone", "netclone", "netrs", "c3")
-RS_MAX_REPLICAS = 8
 
 
-def parse_replica_groups(spec, n_targets):
-    """``"0,1,2;1,2,3"`` or ``[[0, 1, 2], ...]`` (target indexes) -> list of tuples; None =
-    ``n_targets`` groups of 3 consecutive targets on a ring (fewer when there are fewer
-    targets)."""
-    if spec is None:
-        k = min(3, n_targets)
-        groups = [tuple((g + i) % n_targets for i in range(k)) for g in range(n_targets)]
-    elif isinstance(spec, str):
-        try:
-            groups = [tuple(int(x) for x in part.split(",") if x.strip())
-                      for part in spec.split(";") if part.strip()]
-        except ValueError:
-            raise ValueError(f"bad replica groups {spec!r}") from None
-    else:
-        groups = [tuple(int(x) for x in g) for g in spec]
-    if not groups or any(not 1 <= len(g) <= RS_MAX_REPLICAS or len(set(g)) != len(g)
-                         or not all(0 <= x < n_targets for x in g) for g in groups):
-        raise ValueError(f"bad replica groups {spec!r} for {n_targets} target(s) (1..8 "
-                         "distinct target indexes each)")
-    if len(groups) > 0x10000:
-        raise ValueError("more than 65536 replica groups")
-    return groups
-
-
-def _ewma(old, sample):
-    """The switch's EWMA (weight 1/8) on UQ12.4 values."""
-    return (7 * old + sample) >> 3
-
-
-def _uq(us):
-    return max(0, min(0xFFFF, int(us * 16)))
-
-
-def parse_groups(spec):
-    """``"0-11"``, ``"3,5,7"`` or a list of ints -> list of group ids."""
-    if isinstance(spec, (list, tuple)):
-        out = [int(g) for g in spec]
-    else:
-        out = []
-        for part in str(spec).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            lo, sep, hi = part.partition("-")
-            out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
-    if not out or any(not 0 <= g <= 0xFFFF for g in out):
-        raise ValueError(f"bad NetClone group list {spec!r}")
-    return out
-
-
-def parse_pairs(spec, n_targets):
-    """``"0:1,1:0"`` or ``[(0, 1), ...]`` (target indexes) -> list of pairs; None = every
-    ordered pair of distinct targets."""
-    if spec is None:
-        pairs = [(i, j) for i in range(n_targets) for j in range(n_targets) if i != j]
-    elif isinstance(spec, str):
-        pairs = [tuple(int(x) for x in p.split(":")) for p in spec.split(",") if p.strip()]
-    else:
-        pairs = [tuple(p) for p in spec]
-    if not pairs or any(len(p) != 2 or not all(0 <= x < n_targets for x in p) or p[0] == p[1]
-                        for p in pairs):
-        raise ValueError(f"bad server pairs {spec!r} for {n_targets} target(s)")
-    return pairs
 _GOOD = (Status.OK, Status.NOT_FOUND)
 _BURST = 64
 
@@ -228,11 +125,12 @@ def _preload(eng, keys, value, window=64, deadline_s=None):
 
 def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, requests=None,
              keys=1000, zipf=0.99, write_ratio=0.0, value_size=64, preload=False, timeout=1.0,
-             seed=None, pick="random", progress=False, max_outstanding=65536, scheme="direct",
-             pairs=None, groups=None, nc_bind_port=NETCLONE_UDP_PORT, samples=False,
-             replica_groups=None, rs_bind_port=NETRS_UDP_PORT, c3_n=1, c3_workers=1,
-             c3_selectors=1):
-    """Run one load test and return the result dict (see the module doc)."""
+             seed=None, progress=False, max_outstanding=65536, scheme="direct", samples=False,
+             **scheme_options):
+    """Run one load test and return the result dict (see the module doc). ``scheme``: one of
+    :func:`netstor.agent.schemes.all_schemes` (``direct`` or an offload's); the remaining
+    keyword arguments are scheme options (``pick`` for ``direct``; each scheme declares its
+    own; options of other schemes are ignored, unknown ones are an error)."""
     if mode not in ("open", "closed"):
         raise ValueError(f"mode must be 'open' or 'closed', got {mode!r}")
     if mode == "open" and not (rate is not None and rate > 0):
@@ -251,66 +149,32 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
         raise ValueError(f"write ratio must be in [0, 1], got {write_ratio!r}")
     if not 0 <= value_size <= MAX_VALUE:
         raise ValueError(f"value size must be in [0, {MAX_VALUE}], got {value_size!r}")
-    if pick not in PICKS:
-        raise ValueError(f"pick must be one of {', '.join(PICKS)}, got {pick!r}")
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
-    if scheme == "netclone":
-        if groups is None:
-            raise ValueError("scheme netclone needs the group ids (groups)")
-        groups = parse_groups(groups)
-        if preload:
-            raise ValueError("preload is not available with scheme netclone")
-
-    if scheme in ("netrs", "c3"):
-        if preload:
-            raise ValueError(f"preload is not available with scheme {scheme}")
-        if not (isinstance(c3_n, int) and 0 <= c3_n <= 255):
-            raise ValueError(f"c3_n must be an integer in 0..255, got {c3_n!r}")
-        if not (isinstance(c3_workers, int) and c3_workers >= 1):
-            raise ValueError(f"c3_workers must be an integer >= 1, got {c3_workers!r}")
-        if not (isinstance(c3_selectors, int) and c3_selectors >= 1):
-            raise ValueError(f"c3_selectors must be an integer >= 1, got {c3_selectors!r}")
+    schemes = all_schemes()
+    if scheme not in schemes:
+        raise ValueError(f"scheme must be one of {', '.join(schemes)}, got {scheme!r}")
+    known = {o for cls in schemes.values() for o in cls.options}
+    unknown = set(scheme_options) - known
+    if unknown:
+        raise TypeError(f"run_load: unknown argument(s) {sorted(unknown)}")
+    cls = schemes[scheme]
+    if preload and not cls.preload:
+        raise ValueError(f"preload is not available with scheme {scheme}")
 
     rng = random.Random(seed)
     zrng = random.Random(None if seed is None else seed + 1)
     sampler = Zipf(keys, zipf, rng=zrng)
     value = bytes(random.Random(seed).getrandbits(8) for _ in range(value_size))
-    if scheme == "netclone":
-        eng = Engine(parse_targets(target, NETCLONE_UDP_PORT), timeout=timeout, seed=seed,
-                     bind=("0.0.0.0", nc_bind_port))
-    elif scheme == "netrs":
-        eng = Engine(parse_targets(target, NETRS_UDP_PORT), timeout=timeout, seed=seed,
-                     bind=("0.0.0.0", rs_bind_port))
-    else:
-        eng = Engine(target, timeout=timeout, seed=seed)
+    targets = parse_targets(target, cls.port)
+    sch = cls(len(targets), rng, seed,
+              **{k: v for k, v in scheme_options.items() if k in cls.options})
+    eng = Engine(targets, timeout=timeout, seed=seed, bind=("0.0.0.0", sch.bind_port),
+                 codec=cls.codec)
     targets = eng.targets
-    n_t = len(targets)
-    rgroups = backup = None
-    rs_count = {"selected": 0, "drs": 0, "plain": 0, "other": 0, "redirected": 0}
-    c3_sel = [0] * n_t
-    # per selector, per target: q, os, t, r
-    c3_state = [[[0, 0, 0, 0] for _ in range(n_t)] for _ in range(c3_selectors)]
-    if scheme in ("netrs", "c3"):
-        try:
-            rgroups = parse_replica_groups(replica_groups, n_t)
-        except ValueError:
-            eng.close()
-            raise
-        brng = random.Random(None if seed is None else seed + 2)
-        backup = [brng.choice(g) for g in rgroups]
-    if scheme in ("single", "clone"):
-        try:
-            pairs = parse_pairs(pairs, n_t)
-        except ValueError:
-            eng.close()
-            raise
-    nc_cloned = 0
     try:
         preload_res = None
         if preload:
             preload_res = _preload(eng, keys, value,
-                                   deadline_s=max(30.0, 10 * timeout + keys * n_t * 1e-3))
+                                   deadline_s=max(30.0, 10 * timeout + keys * len(targets) * 1e-3))
         eng.sent = eng.replies = eng.timeouts = 0
 
         total = _Tally()
@@ -318,7 +182,6 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
         by_server = {}
         lag_sum = lag_max = 0
         skipped = 0
-        rr = 0
         expo = rng.expovariate
         bar = None
         if progress:
@@ -333,41 +196,9 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                 bar = None
 
         def send_one(now_ns=None):
-            nonlocal rr
             key = sampler.sample()
             op = Op.PUT if write_ratio and rng.random() < write_ratio else Op.GET
-            val = value if op == Op.PUT else b""
-            if scheme == "netclone":
-                eng.send(op, key, val, target=0, now_ns=now_ns, nc_group=rng.choice(groups))
-            elif scheme == "netrs":
-                g = key % len(rgroups)
-                eng.send(op, key, val, target=backup[g], now_ns=now_ns, rs_group=g,
-                         rs_avail=(1 << len(rgroups[g])) - 1, tag=backup[g])
-            elif scheme == "c3":
-                g = rgroups[key % len(rgroups)]
-                sel = rng.randrange(c3_selectors) if c3_selectors > 1 else 0
-                state = c3_state[sel]
-                reps = [Replica(q=state[t][0], os=min(255, state[t][1]),
-                                t=state[t][2], r=state[t][3]) for t in g]
-                _found, idx, _score = rank(C3, (1 << len(g)) - 1, reps, n=c3_n)
-                t = g[idx]
-                c3_sel[t] += 1
-                state[t][1] += 1
-                eng.send(op, key, val, target=t, now_ns=now_ns, tag=(sel, t))
-            elif scheme == "single":
-                eng.send(op, key, val, target=rng.choice(pairs)[rng.getrandbits(1)],
-                         now_ns=now_ns)
-            elif scheme == "clone":
-                a, b = rng.choice(pairs)
-                eng.send(op, key, val, target=a, copies=(b,), now_ns=now_ns)
-            else:
-                if pick == "random":
-                    t = rng.randrange(n_t) if n_t > 1 else 0
-                elif pick == "round-robin":
-                    t, rr = rr, (rr + 1) % n_t
-                else:
-                    t = key % n_t
-                eng.send(op, key, val, target=t, now_ns=now_ns)
+            sch.send(eng, op, key, value if op == Op.PUT else b"", now_ns)
             total.sent += 1
             tal = per_op.get(op)
             if tal is None:
@@ -375,37 +206,16 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
             tal.sent += 1
 
         def record(done):
-            nonlocal nc_cloned
             for c in done:
                 tal = per_op[c.op]
                 r = c.reply
-                if scheme == "c3":
-                    st = c3_state[c.tag[0]][c.tag[1]]
-                    st[1] = max(0, st[1] - 1)
-                    if r is not None:
-                        st[0] = _ewma(st[0], _uq(max(0, r.queue_len - c3_workers)))
-                        st[2] = _ewma(st[2], _uq(r.service_ns / 1000.0))
-                        st[3] = _ewma(st[3], _uq((c.done_ns - c.sent_ns) / 1000.0))
-                elif scheme == "netrs" and r is not None:
-                    h = c.rs
-                    if h is None:
-                        rs_count["plain"] += 1
-                    elif h.rid == DRS_RID:
-                        rs_count["drs"] += 1
-                    elif h.mf == M_MON:
-                        rs_count["selected"] += 1
-                    else:
-                        rs_count["other"] += 1
-                    if c.src is not None and tuple(c.src[:2]) != tuple(targets[c.tag]):
-                        rs_count["redirected"] += 1
+                sch.record(c)
                 if r is None:
                     total.timeouts += 1
                     tal.timeouts += 1
                     continue
                 total.replies += 1
                 tal.replies += 1
-                if c.nc is not None and c.nc.clone:
-                    nc_cloned += 1
                 name = Status.NAMES.get(r.status, f"status{r.status}")
                 total.statuses[name] = total.statuses.get(name, 0) + 1
                 tal.statuses[name] = tal.statuses.get(name, 0) + 1
@@ -526,27 +336,20 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
         "engine": {"unmatched": eng.unmatched, "duplicates": eng.duplicates,
                    "malformed": eng.malformed, "send_errors": eng.send_errors},
         "scheme": scheme,
-        "netclone": {"cloned_replies": nc_cloned,
-                     "cloned_fraction": round(nc_cloned / max(1, res["replies"]), 4)}
-        if scheme == "netclone" else None,
-        "netrs": dict(rs_count, selected_fraction=round(rs_count["selected"]
-                                                        / max(1, res["replies"]), 4),
-                      backup=[f"{targets[b][0]}:{targets[b][1]}" for b in backup])
-        if scheme == "netrs" else None,
-        "c3": {"selections": {f"{a}:{p}": n for (a, p), n in zip(targets, c3_sel)},
-               "n": c3_n, "workers": c3_workers, "selectors": c3_selectors}
-        if scheme == "c3" else None,
         "preload": preload_res,
         "samples_us": [round(x, 1) for x in total.lat_us] if samples else None,
         "config": {"keys": keys, "zipf": zipf, "write_ratio": write_ratio,
                    "value_size": value_size, "rate": rate,
                    "concurrency": concurrency if mode == "closed" else None,
                    "duration": duration, "requests": requests, "timeout": timeout,
-                   "seed": seed, "pick": pick, "scheme": scheme,
-                   "pairs": pairs if scheme in ("single", "clone") else None,
-                   "groups": groups if scheme == "netclone" else None,
-                   "replica_groups": [list(g) for g in rgroups] if rgroups else None},
+                   "seed": seed, "scheme": scheme, **sch.config()},
     }
+    for name in schemes:         # each scheme's own section (None for the others)
+        if name != "direct":
+            out.setdefault(name, None)
+    own = sch.result(res["replies"], targets)
+    if own is not None:
+        out[scheme] = own
     return out
 
 
@@ -554,15 +357,9 @@ def _scheme_note(r):
     sc = r.get("scheme", "direct")
     if sc == "direct":
         return ""
-    note = f", scheme {sc}"
-    if sc == "netclone" and r.get("netclone"):
-        note += f" ({r['netclone']['cloned_fraction']:.0%} cloned"
-        note += f", {r['engine']['duplicates']} duplicates)"
-    elif sc == "clone":
-        note += f" ({r['engine']['duplicates']} second replies ignored)"
-    elif sc == "netrs" and r.get("netrs"):
-        note += f" ({r['netrs']['selected_fraction']:.0%} selected by the switch)"
-    return note
+    cls = all_schemes().get(sc)
+    extra = cls.note(r) if cls is not None else ""
+    return f", scheme {sc}" + (f" ({extra})" if extra else "")
 
 
 def format_table(r):
@@ -591,35 +388,12 @@ def build_parser():
                    help="storage server(s); requests spread uniformly unless --pick")
     p.add_argument("--pick", choices=PICKS, default="random",
                    help="how a request's target is chosen (default random = uniform)")
-    p.add_argument("--scheme", choices=SCHEMES, default="direct",
-                   help="direct (default), single (one server of a random pair), clone "
-                        "(client-side cloning to both of a pair), netclone (NetClone "
-                        "requests to the service address --target), netrs (NetRS requests "
-                        "to a backup replica; the switch selects), c3 (client-side C3 "
-                        "replica selection)")
-    p.add_argument("--pairs", default=None, metavar="I:J[,I:J...]",
-                   help="single/clone: server pairs as target indexes (default: every "
-                        "ordered pair)")
-    p.add_argument("--groups", default=None, metavar="G[-H][,...]",
-                   help="netclone: the group ids to draw from, e.g. 0-11")
-    p.add_argument("--nc-bind-port", type=int, default=NETCLONE_UDP_PORT, metavar="PORT",
-                   help=f"netclone: local UDP port (default {NETCLONE_UDP_PORT}; servers "
-                        "answer to it)")
-    p.add_argument("--replica-groups", default=None, metavar="I,J,K[;...]",
-                   help="netrs/c3: replica groups as target indexes (default: n groups of 3 "
-                        "consecutive targets on a ring); key k belongs to group k mod #groups")
-    p.add_argument("--rs-bind-port", type=int, default=NETRS_UDP_PORT, metavar="PORT",
-                   help=f"netrs: local UDP port (default {NETRS_UDP_PORT}: NetRS is "
-                        "recognised by it both ways)")
-    p.add_argument("--c3-n", type=int, default=1, metavar="N",
-                   help="c3: C3's multiplier of the outstanding requests (the number of "
-                        "independent selectors, i.e. clients; default 1)")
-    p.add_argument("--c3-workers", type=int, default=1, metavar="W",
-                   help="c3: the servers' workers (queue_len - W = the queue a new request "
-                        "waits in, the switch's measure; default 1)")
-    p.add_argument("--c3-selectors", type=int, default=1, metavar="K",
-                   help="c3: independent C3 selectors in this process (clients sharing the "
-                        "host; each request drawn to one uniformly; default 1)")
+    schemes = all_schemes()
+    p.add_argument("--scheme", choices=list(schemes), default="direct",
+                   help="; ".join(f"{n}: {c.help}" for n, c in schemes.items())
+                   + " (default direct)")
+    for cls in schemes.values():
+        cls.add_arguments(p)
     p.add_argument("--mode", choices=("open", "closed"), default="closed")
     p.add_argument("--rate", type=float, default=None,
                    help="open loop: Poisson arrival rate, requests/s")
@@ -659,12 +433,10 @@ def main(argv=None):
         r = run_load(a.target, mode=a.mode, rate=a.rate, concurrency=a.concurrency,
                      duration=a.duration, requests=a.requests, keys=a.keys, zipf=a.zipf,
                      write_ratio=a.write_ratio, value_size=a.value_size, preload=a.preload,
-                     timeout=a.timeout, seed=a.seed, pick=a.pick,
+                     timeout=a.timeout, seed=a.seed,
                      progress=not a.quiet and sys.stderr.isatty(),
-                     max_outstanding=a.max_outstanding, scheme=a.scheme, pairs=a.pairs,
-                     groups=a.groups, nc_bind_port=a.nc_bind_port, samples=a.samples,
-                     replica_groups=a.replica_groups, rs_bind_port=a.rs_bind_port,
-                     c3_n=a.c3_n, c3_workers=a.c3_workers, c3_selectors=a.c3_selectors)
+                     max_outstanding=a.max_outstanding, scheme=a.scheme, samples=a.samples,
+                     **{o: getattr(a, o) for o in all_schemes()[a.scheme].options})
     except ValueError as e:
         p.error(str(e))
     except RuntimeError as e:

@@ -1,16 +1,16 @@
 """The registry of every header netstor puts on the wire (after a UDP header).
 
 Each entry is built from the header's single source of truth (``netstor.proto.FIELDS`` for
-the storage protocol, a :class:`netstor.lang.Program`'s ``header_fields`` for data-plane
-programs); the scapy layers (:mod:`netstor.wire.layers`) and the generated Wireshark Lua
-dissector (:mod:`netstor.wire.dissector`) are derived from it. Adding a header is one call::
+the storage protocol, a :class:`netstor.lang.Program`'s ``header_fields`` for the built-in
+programs, an offload's :class:`netstor.wire.header.Header` through its ``wire`` hook); the
+scapy layers (:mod:`netstor.wire.layers`) and the generated Wireshark Lua dissector
+(:mod:`netstor.wire.dissector`) are derived from it. Adding a header is one call::
 
-    register("netstor_netclone", udp_port=NETCLONE_UDP_PORT,
-             fields=make_netclone().header_fields, enums={"op": {1: "REQ", 2: "REPLY"}})
+    register("netstor_myoffload", MY_UDP_PORT, HEADER.fields, enums={"op": {1: "REQ"}})
 
-or, for a Program, :func:`register_program` ``(make_netclone(), enums=...)``. After adding a
-registration here, regenerate the committed dissector: ``python -m netstor.wire.dissector``
-(a test fails while ``netstor.lua`` is stale).
+(in the offload's ``wire(register)`` hook), or :func:`register_program` for a program. After
+adding one, regenerate the committed dissector: ``python -m netstor.wire.dissector`` (a test
+fails while ``netstor.lua`` is stale).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ import time
 import pytest
 
 from netstor.agent.client import Engine
-from netstor.agent.load import parse_groups, parse_pairs, run_load
+from netstor.agent.load import run_load
+from netstor.offloads.netclone.codec import NetCloneCodec
+from netstor.offloads.netclone.schemes import parse_groups, parse_pairs
 from netstor.agent.server import Server, build_parser
 from netstor.offloads.netclone import header as H
 from netstor.proto import Header, Op, Status
@@ -146,8 +148,8 @@ def test_client_netclone_scheme_and_duplicates(tmp_path):
         assert r["by_server"]["4"]["replies"] == 50 and srv.stats()["nc_replies"] == 50
     # a fake switch+servers that lets both replies of a clone through: one counts
     fake = _sock()
-    with Engine(fake.getsockname(), timeout=2.0) as eng:
-        c = eng.send(Op.GET, 5, nc_group=9)
+    with Engine(fake.getsockname(), timeout=2.0, codec=NetCloneCodec()) as eng:
+        c = eng.send(Op.GET, 5, head=H.NcHeader(H.OP_REQ, group=9).pack())
         data, peer = fake.recvfrom(4096)
         nc, req = H.split(data)
         assert (nc.op, nc.group, nc.clone) == (H.OP_REQ, 9, H.CLONE_NONE)
@@ -159,6 +161,6 @@ def test_client_netclone_scheme_and_duplicates(tmp_path):
         eng.wait(c)
         time.sleep(0.1)
         assert eng.poll(0.1) == []
-        assert c.reply.value == b"v" and c.nc.clone == H.CLONE_ORIGINAL and c.nc.server_id == 1
+        assert c.reply.value == b"v" and c.head.clone == H.CLONE_ORIGINAL and c.head.server_id == 1
         assert (eng.replies, eng.duplicates) == (1, 1)
     fake.close()

@@ -29,7 +29,8 @@ OFFLOAD = Offload(
     schemes=f"{__name__}.schemes:SCHEMES",
     demo=f"{__name__}.demo:demo_step",
     frame_costs=f"{__name__}.demo:frame_costs",
-    experiments=((f"{__name__}.bench", "placement.json"),
+    experiments=((f"{__name__}.bench_core", "hls.json"),
+                 (f"{__name__}.bench", "placement.json"),
                  (f"{__name__}.compare", "netrs.json")),
     cocotb=((f"{__name__}.cocotb_netrs", "test_netrs"),),
 )

@@ -332,12 +332,12 @@ def rack_config(hosts, clients, servers, *, groups=None, algo="c3", n=1, rsnode=
     the switch is the ToR and the only RSNode (id ``rsnode``): the clients' /24 is one traffic
     group, server ``rack.servers[k]`` is NetRS server ``k + 1``, replica groups are
     ``groups`` (lists of indexes into ``servers``; default: 3 consecutive servers on a ring,
-    as :func:`netstor.agent.load.parse_replica_groups` makes them), plus the rack's /32
+    as :func:`netstor.offloads.netrs.schemes.parse_replica_groups` makes them), plus the rack's /32
     routes (responses and requests after selection are routed). Returns ``(config, groups)``.
     """
     from netstor.testbed import netns
     from netstor.testbed.rack import port_mac, route_config
-    from netstor.agent.load import parse_replica_groups
+    from netstor.offloads.netrs.schemes import parse_replica_groups
     servers, clients = list(servers), list(clients)
     groups = parse_replica_groups(groups, len(servers))
     if len(servers) >= SERVERS:

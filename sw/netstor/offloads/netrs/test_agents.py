@@ -127,7 +127,9 @@ def test_server_runs_without_netrs_when_the_default_port_is_taken(tmp_path):
 # ---- client side ---------------------------------------------------------------------------
 import threading                                                      # noqa: E402
 
-from netstor.agent.load import parse_replica_groups, run_load        # noqa: E402
+from netstor.agent.load import run_load        # noqa: E402
+from netstor.offloads.netrs.codec import NetRSCodec        # noqa: E402
+from netstor.offloads.netrs.schemes import parse_replica_groups        # noqa: E402
 from netstor.agent.client import Engine                              # noqa: E402
 
 
@@ -252,18 +254,18 @@ def test_netrs_scheme_through_a_stand_in_rsnode(tmp_path):
 
 
 def test_engine_unwraps_the_netrs_response():
-    eng = Engine(f"{LOOP}:9", bind=(LOOP, 0))
+    eng = Engine(f"{LOOP}:9", bind=(LOOP, 0), codec=NetRSCodec())
     peer = _sock()
     try:
-        c = eng.send(Op.GET, 5, target=(LOOP, peer.getsockname()[1]), rs_group=0x0102,
-                     rs_avail=0x05)
+        c = eng.send(Op.GET, 5, target=(LOOP, peer.getsockname()[1]),
+                     head=H.RsRequest(rgid=0x0102, avail=0x05).pack())
         data, src = peer.recvfrom(4096)
         assert data[:H.REQ_LEN] == bytes.fromhex("0000 4e5253524551 0000 0102 05")
         req = Header.unpack(data[H.REQ_LEN:])
         resp = H.RsResponse(rid=2, mf=H.M_MON, rv=3, sm=9, ss_sid=4, ss_q=1, ss_t=16)
         peer.sendto(resp.pack() + req.reply(Status.OK, value=b"v").pack(), src)
         eng.wait(c, timeout=2)
-        assert c.rs == resp and c.reply.value == b"v"
+        assert c.head == resp and c.reply.value == b"v"
         assert c.src == peer.getsockname()
     finally:
         eng.close()

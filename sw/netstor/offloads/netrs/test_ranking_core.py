@@ -251,8 +251,9 @@ def test_amaranth_wrapper_elaborates():
 
 
 def test_bench_figures_without_yosys(monkeypatch, tmp_path):
-    """netstor.bench.hls.ranking_figures wiring (Yosys itself runs in `make bench`)."""
-    from netstor.bench import hls as bench_hls, synth
+    """bench_core.ranking_figures wiring (Yosys itself runs in `make bench`)."""
+    from netstor.bench import synth
+    from netstor.offloads.netrs import bench_core as bench_hls
 
     def fake(verilog, top, workdir, **kw):
         assert top == hls.MODULE and f"module {top}(" in verilog

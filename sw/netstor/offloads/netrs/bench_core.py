@@ -5,7 +5,7 @@ the generated Verilog's schedule), throughput (one selection per clock), XLS com
 Yosys ``synth_xilinx -family xcup`` resources and logic depth of the generated module, run
 through :func:`netstor.bench.synth.run_yosys` (same script, same cache ``<out>/synth_cache``,
 same depth analysis as the other blocks; ``ltp -noff`` is not used for the reason given in
-that module). ``python -m netstor.bench.hls --out build/bench`` writes ``<out>/hls.json``.
+that module). ``python -m netstor.offloads.netrs.bench_core --out build/bench/hls.json`` writes it.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _dsp_registers(netlist_gz: Path):
 def ranking_figures(out: Path | str = "build/bench", *, stages: int | None = None,
                     timeout: int = 1800, log=print) -> dict:
     """Build (cached) and synthesise (cached by Verilog hash) the ranking core."""
-    from netstor.offloads.netrs import ranking_core as hls
+    from . import ranking_core as hls
     out = Path(out)
     stages = hls.STAGES if stages is None else stages
     t0 = time.perf_counter()
@@ -101,13 +101,13 @@ def ranking_figures(out: Path | str = "build/bench", *, stages: int | None = Non
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="build/bench")
+    ap.add_argument("--out", default="build/bench/hls.json", help="the JSON result")
     ap.add_argument("--stages", type=int, default=None)
     a = ap.parse_args(argv)
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    res = ranking_figures(out, stages=a.stages)
-    (out / "hls.json").write_text(json.dumps(res, indent=1) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    res = ranking_figures(out.parent, stages=a.stages)
+    out.write_text(json.dumps(res, indent=1) + "\n")
     return 0 if res["synth_ok"] else 1
 
 
