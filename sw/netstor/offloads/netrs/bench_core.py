@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import synth as _synth
+from netstor.bench import synth as _synth
 
 CLOCK_MHZ = 250
 
