@@ -6,15 +6,20 @@ An offload's ``compare.py`` keeps only what is its own: its schemes, its configu
 its rows."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 from netstor.testbed import netns
+from netstor.testbed.framecost import measure
+from netstor.testbed.rack import Rack
 
-__all__ = ["pct", "fmt", "start_switch", "server_stats", "write_result", "run_main"]
+__all__ = ["pct", "fmt", "rack_session", "start_switch", "server_stats", "write_result",
+           "run_main"]
 
 #: the line ``netstor-server`` logs when it stops: its counters as JSON
 STATS_LINE = re.compile(r"netstor-server stats (\{.*\})\s*$")
@@ -30,6 +35,20 @@ def pct(sorted_vals, p):
 def fmt(v, spec=".0f"):
     """A table cell: ``-`` for a missing value."""
     return "-" if v is None else format(v, spec)
+
+
+@contextlib.contextmanager
+def rack_session(result, clients, servers, *, tag):
+    """A fresh rack for one comparison: stale racks of earlier runs cleaned up, what each
+    kind of frame costs the model switch on its own recorded in
+    ``result["model_us_per_frame"]`` (the floor of the switch's share of every request;
+    under load see each run's switch timing), then ``(rack, workdir)`` in a temporary folder,
+    torn down at the end."""
+    netns.cleanup_stale()
+    result["model_us_per_frame"] = measure(200)
+    with tempfile.TemporaryDirectory(prefix=f"netstor-{tag}-") as tmp, \
+            Rack(clients, servers, workdir=tmp) as rack:
+        yield rack, tmp
 
 
 def start_switch(rack, config, workdir, *, stats_json=None, control=None, log=None,

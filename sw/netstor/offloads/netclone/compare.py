@@ -81,12 +81,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from netstor.testbed.experiment import (fmt, pct, run_main, server_stats, start_switch,
-                                        write_result)
+from netstor.testbed.experiment import (fmt, pct, rack_session, run_main, server_stats,
+                                        start_switch, write_result)
 
 from netstor.offloads.netclone.config import netclone_config
 from netstor.offloads.netclone.header import NETCLONE_UDP_PORT
@@ -226,12 +225,9 @@ def run_scheme(rack, setup, scheme, tmp, *, service_model, rate, duration, seed=
 def run_compare(*, clients=2, servers=4, rate=60.0, duration=12.0, dists=None,
                 schemes=SCHEMES, out=None, log=None, seed=1, workers=1):
     """The whole comparison; returns the JSON-able result (and writes it to ``out``)."""
-    from netstor.testbed import netns
-    from netstor.testbed.rack import Rack
     log = log or sys.stdout
     dists = dists or DISTRIBUTIONS
     t0 = time.monotonic()
-    netns.cleanup_stale()
     result = {"setup": {"clients": clients, "servers": servers, "workers_per_server": workers,
                         "rate_per_client": rate, "offered_rps": rate * clients,
                         "duration_s": duration, "distributions": dict(dists),
@@ -240,12 +236,7 @@ def run_compare(*, clients=2, servers=4, rate=60.0, duration=12.0, dists=None,
                         "latency": "client send to first reply, exact nearest-rank "
                                    "percentiles over both clients"},
               "runs": {}}
-    # what each kind of frame costs the model switch on its own (no contention): the floor
-    # of the switch's share of every request; under load see switch_timing per run
-    from netstor.testbed.framecost import measure
-    result["model_us_per_frame"] = measure(200)
-    with tempfile.TemporaryDirectory(prefix="netstor-nc-") as tmp, \
-            Rack(clients, servers, workdir=tmp) as rack:
+    with rack_session(result, clients, servers, tag="nc") as (rack, tmp):
         setup = netclone_config(rack.hosts, rack.servers)
         print(f"rack {rack.prefix}: {clients} clients, {servers} servers ({workers} worker(s) "
               "each), "
@@ -265,7 +256,6 @@ def run_compare(*, clients=2, servers=4, rate=60.0, duration=12.0, dists=None,
         == "netclone" for d, rows in result["runs"].items()}
     result["wall_s"] = round(time.monotonic() - t0, 1)
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
         write_result(out, result)
     return result
 

@@ -84,12 +84,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from netstor.testbed.experiment import (fmt, pct, run_main, server_stats, start_switch,
-                                        write_result)
+from netstor.testbed.experiment import (fmt, pct, rack_session, run_main, server_stats,
+                                        start_switch, write_result)
 
 from netstor.offloads.netrs.config import rack_config
 from netstor.offloads.netrs.header import NETRS_UDP_PORT
@@ -207,11 +206,8 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
 def run_compare(*, clients=4, servers=3, rate=33.75, duration=20.0, tkv_us=20000.0, d=4.0,
                 interval_ms=250.0, workers=1, schemes=SCHEMES, out=None, log=None, seed=1,
                 repeats=2, selectors=25):
-    from netstor.testbed import netns
-    from netstor.testbed.rack import Rack
     log = log or sys.stdout
     t0 = time.monotonic()
-    netns.cleanup_stale()
     model = f"fluct:{tkv_us:g}:{d:g}:{interval_ms:g}"
     offered = rate * clients
     result = {"setup": {"clients": clients, "selectors_per_client": selectors,
@@ -226,12 +222,7 @@ def run_compare(*, clients=4, servers=3, rate=33.75, duration=20.0, tkv_us=20000
                         "latency": "client send to reply, exact nearest-rank percentiles "
                                    "over all clients"},
               "runs": []}
-    # what each kind of frame costs the model switch on its own (no contention): the floor
-    # of the switch's share of every request; under load see switch_timing per run
-    from netstor.testbed.framecost import measure
-    result["model_us_per_frame"] = measure(200)
-    with tempfile.TemporaryDirectory(prefix="netstor-rs-") as tmp, \
-            Rack(clients, servers, workdir=tmp) as rack:
+    with rack_session(result, clients, servers, tag="rs") as (rack, tmp):
         config, groups = rack_config(rack.hosts, rack.clients, rack.servers)
         print(f"rack {rack.prefix}: {clients} clients, {servers} servers x {workers} "
               f"worker(s), {len(groups)} replica groups; {offered:g} req/s offered "
@@ -257,7 +248,6 @@ def run_compare(*, clients=4, servers=3, rate=33.75, duration=20.0, tkv_us=20000
         result["netrs_lower_p99"] = avg(n, "p99_us") < avg(c, "p99_us")
     result["wall_s"] = round(time.monotonic() - t0, 1)
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
         write_result(out, result)
     return result
 
