@@ -23,9 +23,9 @@ long Yosys took when it ran.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -33,9 +33,19 @@ import sys
 import time
 from pathlib import Path
 
-from amaranth.hdl import Module, Signal
+from amaranth.back import verilog
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data
 
+from netstor.gateware.arbiter import IngressArbiter
+from netstor.gateware.csr import CsrBuilder
+from netstor.gateware.datapath import UW, TX_USER, _arb_layout
+from netstor.gateware.deparser import DeparsePrep, merge_beat
+from netstor.gateware.kit import HwEnv
+from netstor.gateware.packet_buffer import PacketBuffer, EgressQueue
+from netstor.gateware.parser import Parser, orig_layout
+from netstor.gateware.stages import build_element
+from netstor.gateware.tx_completion import TxCompletions
 from netstor.paths import repo_root
 
 ROOT = repo_root()
@@ -110,7 +120,6 @@ def run_yosys(verilog, top, workdir: Path, *, timeout=None, cache_dir: Path | No
     depth = netlist_depth(workdir / "netlist.json", top)
     r = {"top": top, "ok": True, "yosys_seconds": round(secs, 1), "cached": False,
          "verilog_sha256": key, "cells": cells, **summarise(cells), "depth": depth}
-    import gzip
     with open(workdir / "netlist.json", "rb") as src, gzip.open(workdir / "netlist.json.gz",
                                                                  "wb", compresslevel=3) as dst:
         shutil.copyfileobj(src, dst)
@@ -180,7 +189,6 @@ def _is_lut(t):
 def netlist_depth(path: Path, top):
     """Longest combinational path of the mapped netlist (see the module docstring)."""
     if str(path).endswith(".gz"):
-        import gzip
         with gzip.open(path, "rt") as f:
             j = json.load(f)
     else:
@@ -345,7 +353,6 @@ def _ports_of_csr(csr, ports, prefix=""):
 
 def _flat(m, ports, name, value, direction):
     """A flat port Signal for ``value`` (a Value or View), connected in ``direction``."""
-    from amaranth.hdl import Value
     v = Value.cast(value)
     s = Signal(len(v), name=name)
     if direction == "in":
@@ -358,14 +365,10 @@ def _flat(m, ports, name, value, direction):
 
 def _convert(elab, ports, name):
     """Verilog of ``elab`` with the given ports; directions are inferred by Amaranth."""
-    from amaranth.back import verilog
     return verilog.convert(elab, name=name, ports=list(ports.values()), emit_src=False)
 
 
 def block_parser(pl):
-    from netstor.gateware.csr import CsrBuilder
-    from netstor.gateware.parser import Parser
-    from netstor.gateware.datapath import _arb_layout
     csr = CsrBuilder()
     p = Parser(pl, _arb_layout(512), csr)
     m = Module()
@@ -394,8 +397,6 @@ def element_kinds(pl):
 
 
 def block_element(pl, e, name):
-    from netstor.gateware.csr import CsrBuilder
-    from netstor.gateware.stages import build_element
     csr = CsrBuilder()
     m = Module()
     layout = data.StructLayout(pl.phv.layout())
@@ -412,10 +413,6 @@ def block_element(pl, e, name):
 
 
 def block_deparser(pl):
-    from netstor.gateware.deparser import DeparsePrep, merge_beat
-    from netstor.gateware.parser import orig_layout
-    from netstor.gateware.kit import HwEnv
-    from amaranth.hdl import Cat
     m = Module()
     layout = data.StructLayout(pl.phv.layout())
     cv = Signal(name="copy_valid")
@@ -431,7 +428,6 @@ def block_deparser(pl):
     b_first = Signal(name="beat_first")
     bidx = Signal(2, name="beat_index")
     wd_hold, wm_hold = Signal(len(wd)), Signal(len(wm))
-    from amaranth.hdl import Mux
     with m.If(b_first):
         m.d.sync += [wd_hold.eq(wd), wm_hold.eq(wm)]
     out = Signal(512, name="beat_out")
@@ -445,7 +441,6 @@ def block_deparser(pl):
 
 
 def block_component(comp, name):
-    from amaranth.back import verilog
     return verilog.convert(comp, name=name, emit_src=False)
 
 
@@ -455,19 +450,13 @@ def block_csr(core):
     ctrl = core.ctrl
     ports = {}
     for path, member, value in ctrl.signature.flatten(ctrl):
-        from amaranth.hdl import Value
         ports["__".join(map(str, path))] = Value.cast(value)
     _ports_of_csr(core.csr, ports)
-    from amaranth.back import verilog
     return verilog.convert(ctrl, name="bench_csr", ports=list(ports.values()), emit_src=False)
 
 
 def blocks(core):
     """``[(key, description, top name, verilog thunk)]`` of every block to synthesise."""
-    from netstor.gateware.packet_buffer import PacketBuffer, EgressQueue
-    from netstor.gateware.arbiter import IngressArbiter
-    from netstor.gateware.tx_completion import TxCompletions
-    from netstor.gateware.datapath import UW, TX_USER
     pl = core.pipeline
     dp = core.datapath
     out = [("parser", "Parser (window of two 512-bit beats -> PHV)", "bench_parser",

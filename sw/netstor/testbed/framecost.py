@@ -19,15 +19,21 @@ import statistics
 import sys
 import time
 
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from netstor.compiler import config_ops
+from netstor.offloads import offloads
+from netstor.proto import Header, Op, Status, STORAGE_UDP_PORT
+from netstor.testbed import netns
+from netstor.testbed.dataplanes import ModelDataplane
+from netstor.testbed.rack import Rack, port_mac, route_config
+
 __all__ = ["measure", "main", "udp_frame", "median_us"]
 
 
 def udp_frame(src, dst, sport, dport, payload):
     """An Ethernet/IPv4/UDP frame from rack host ``src`` to ``dst`` (a host or an address)."""
-    from scapy.layers.inet import IP, UDP
-    from scapy.layers.l2 import Ether
-    from netstor.testbed import netns
-    from netstor.testbed.rack import port_mac
     return bytes(Ether(src=src.mac_str, dst=netns.mac_str(port_mac(src.segment)))
                  / IP(src=src.ip, dst=dst if isinstance(dst, str) else dst.ip, ttl=64)
                  / UDP(sport=sport, dport=dport) / payload)
@@ -47,11 +53,6 @@ def median_us(dp, make, port, n, warm=20):
 
 def measure(n=300):
     """``{kind: median us per frame}`` (see the module doc)."""
-    from netstor.compiler import config_ops
-    from netstor.offloads import offloads
-    from netstor.proto import Header, Op, Status, STORAGE_UDP_PORT
-    from netstor.testbed.dataplanes import ModelDataplane
-    from netstor.testbed.rack import Rack, route_config
     rack = Rack(3, 3)                           # hosts only, nothing is built
     c, s = rack.clients[0], rack.servers[0]
     get = Header(op=Op.GET, key=7, req_id=1)

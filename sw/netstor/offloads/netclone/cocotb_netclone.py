@@ -5,19 +5,23 @@ from __future__ import annotations
 import os
 
 import cocotb
+from cocotb.task import bridge
 from cocotb.triggers import ClockCycles
 
+from netstor.api import Device
+from netstor.sim.axil_transport import AxilTransport
 from netstor.sim.core_env import CoreEnv
 from netstor.sim.frames import udp_frame
+
+from .header import NcHeader
+from .program import NETCLONE_UDP_PORT, OP_REQ, OP_REPLY
 
 SEED = int(os.environ.get("NETSTOR_SEED", "1"))
 
 
 def _nc_frame(rng, op, *, group=10, seq=0, server_id=0, load=0, fidx=0, clone=0, src="10.77.0.1",
               dst="10.77.2.1", size=None):
-    import struct
-    from netstor.offloads.netclone.program import NETCLONE_UDP_PORT
-    hdr = struct.pack("!BBHIHHHH", op, clone, group, seq, server_id, load, fidx, 0)
+    hdr = NcHeader(op, clone, group, seq, server_id, load, fidx, 0).pack()
     payload = hdr + bytes(rng.randrange(256) for _ in range(rng.choice([16, 40, 200])))
     return udp_frame(rng, size or 64 + len(payload), src=src, dst=dst, sport=NETCLONE_UDP_PORT,
                      dport=NETCLONE_UDP_PORT, payload=payload)
@@ -30,10 +34,6 @@ async def test_netclone(dut):
     filtered duplicates, filter-slot collisions, lost partners, unknown groups and servers,
     bad header fields. Stateful NetClone packets share one input (so the hardware sees them in
     the model's order); routed traffic loads the other port meanwhile."""
-    from cocotb.task import bridge
-    from netstor.sim.axil_transport import AxilTransport
-    from netstor.api import Device
-    from netstor.offloads.netclone.program import OP_REQ, OP_REPLY
     env = CoreEnv(dut, seed=SEED + 7)
     await env.reset()
     servers = {1: "10.77.1.1", 2: "10.77.1.2", 3: "10.77.1.3"}
@@ -72,7 +72,6 @@ async def test_netclone(dut):
         else:                # bad op / truncated header on the NetClone port
             f = _nc_frame(rng, rng.choice([0, 3, 255]), group=10)
             if rng.random() < 0.5:
-                from netstor.offloads.netclone.program import NETCLONE_UDP_PORT
                 f = udp_frame(rng, 64, dst="10.77.2.1", sport=NETCLONE_UDP_PORT,
                               dport=NETCLONE_UDP_PORT, payload=b"\x01\x00\x0a")
             await env.send(f, 0)

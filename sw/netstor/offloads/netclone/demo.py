@@ -7,9 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from netstor.offloads.netclone.compare import run_clients
+from netstor.compiler import config_ops
+from netstor.proto import Header, Op, Status
+from netstor.testbed.dataplanes import ModelDataplane
 from netstor.testbed.experiment import pct, start_switch
-from netstor.offloads.netclone.config import netclone_config
+from netstor.testbed.framecost import median_us, udp_frame
+
+from .compare import run_clients
+from .config import netclone_config
+from .header import NETCLONE_UDP_PORT as PORT, OP_REQ, OP_REPLY, NcHeader
 
 __all__ = ["run_netclone_step", "format_line"]
 
@@ -66,11 +72,6 @@ def demo_step(rack, workdir, *, rate, duration):
 def frame_costs(rack, n):
     """The model switch's cost of NetClone frames (``netstor.testbed.framecost``): replies
     first, so the servers are idle in the switch's state and the requests get cloned."""
-    from netstor.compiler import config_ops
-    from netstor.proto import Header, Op, Status
-    from netstor.testbed.dataplanes import ModelDataplane
-    from netstor.testbed.framecost import median_us, udp_frame
-    from .header import NETCLONE_UDP_PORT as PORT, OP_REQ, OP_REPLY, NcHeader
     c, s = rack.clients[0], rack.servers[0]
     get = Header(op=Op.GET, key=7, req_id=1)
     rep = get.reply(Status.NOT_FOUND, server_id=1, queue_len=0)

@@ -5,29 +5,29 @@ from __future__ import annotations
 import os
 
 import cocotb
+from cocotb.task import bridge
 from cocotb.triggers import ClockCycles
 
+from netstor.api import Device
+from netstor.sim.axil_transport import AxilTransport
 from netstor.sim.core_env import CoreEnv
 from netstor.sim.frames import udp_frame
+
+from .header import RsRequest, RsResponse
+from .program import DRS_RID, M_DRS, M_MON, M_REQ, M_RESP, NETRS_UDP_PORT
 
 SEED = int(os.environ.get("NETSTOR_SEED", "1"))
 
 
 def _rs_request(rng, group, *, avail=0xFF, src="10.77.0.1", dst="10.77.1.1", mf=None):
-    import struct
-    from netstor.offloads.netrs.program import NETRS_UDP_PORT, M_REQ
-    hdr = struct.pack("!H6sHHB", 0, (M_REQ if mf is None else mf).to_bytes(6, "big"), 0,
-                      group, avail)
+    hdr = RsRequest(rgid=group, avail=avail, mf=M_REQ if mf is None else mf).pack()
     payload = hdr + bytes(rng.randrange(256) for _ in range(rng.choice([19, 40, 100])))
     return udp_frame(rng, 64 + len(payload), src=src, dst=dst, sport=NETRS_UDP_PORT,
                      dport=NETRS_UDP_PORT, payload=payload)
 
 
 def _rs_response(rng, rid, mf, rv, sid, q, t, *, marker=0, src="10.77.1.1", dst="10.77.0.1"):
-    import struct
-    from netstor.offloads.netrs.program import NETRS_UDP_PORT
-    hdr = struct.pack("!H6sHIHHHH", rid, mf.to_bytes(6, "big"), rv & 0xFFFF, marker, 6, sid,
-                      q, t)
+    hdr = RsResponse(rid, mf, rv & 0xFFFF, marker, 6, sid, q, t).pack()
     payload = hdr + bytes(rng.randrange(256) for _ in range(rng.choice([10, 60])))
     return udp_frame(rng, 64 + len(payload), src=src, dst=dst, sport=NETRS_UDP_PORT,
                      dport=NETRS_UDP_PORT, payload=payload)
@@ -47,10 +47,6 @@ async def test_netrs(dut):
     (arrival = this test's cycle count + the input path, exact to a few cycles). Requests come
     in on port 0 and responses on port 1 (the servers' side), never in the same window, so the
     hardware handles the stateful packets in the model's order."""
-    from cocotb.task import bridge
-    from netstor.sim.axil_transport import AxilTransport
-    from netstor.api import Device
-    from netstor.offloads.netrs.program import M_RESP, M_MON, M_DRS, DRS_RID, NETRS_UDP_PORT
     env = CoreEnv(dut, seed=SEED + 11)
     await env.reset()
     servers = {1: "10.77.1.1", 2: "10.77.1.2", 3: "10.77.1.3", 4: "10.77.1.4"}

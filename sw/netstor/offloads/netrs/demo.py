@@ -9,9 +9,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from netstor.api import Device
+from netstor.compiler import config_ops
+from netstor.proto import Header, Op, Status
+from netstor.testbed.dataplanes import ModelDataplane
 from netstor.testbed.experiment import pct, start_switch
-from netstor.offloads.netrs.compare import load_argv
-from netstor.offloads.netrs.config import rack_config
+from netstor.testbed.framecost import median_us, udp_frame
+
+from .compare import load_argv
+from .config import rack_config
+from .header import NETRS_UDP_PORT as PORT, M_RESP, RsRequest, f
 
 __all__ = ["run_netrs_step", "format_line"]
 
@@ -21,7 +28,6 @@ MAX_RATE = 15.0         # req/s per client: the Python model costs ~2 ms per Net
 def run_netrs_step(rack, workdir, *, rate, duration, workers=2):
     """Returns ``{"clients", "switch", "monitor", "summary"}``; the rack's servers must be up
     (server ids 1..n, NetRS port 7432)."""
-    from netstor.api import Device
     workdir = Path(workdir)
     config, groups = rack_config(rack.hosts, rack.clients, rack.servers)
     stats = workdir / "netrs-switch.json"
@@ -84,11 +90,6 @@ def demo_step(rack, workdir, *, rate, duration):
 def frame_costs(rack, n):
     """The model switch's cost of NetRS frames (``netstor.testbed.framecost``): a request the
     switch selects (its recirculated pass included) and a response."""
-    from netstor.compiler import config_ops
-    from netstor.proto import Header, Op, Status
-    from netstor.testbed.dataplanes import ModelDataplane
-    from netstor.testbed.framecost import median_us, udp_frame
-    from .header import NETRS_UDP_PORT as PORT, M_RESP, RsRequest, f
     c, s = rack.clients[0], rack.servers[0]
     get = Header(op=Op.GET, key=7, req_id=1)
     rep = get.reply(Status.NOT_FOUND, server_id=1, queue_len=0)

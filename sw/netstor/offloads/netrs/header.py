@@ -17,8 +17,9 @@ Two layouts (paper 5.1), both big-endian, told apart by the 48-bit magic field `
 """
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
+
+from netstor.wire.header import Header
 
 NETRS_UDP_PORT = 7432
 MASK48 = (1 << 48) - 1
@@ -46,11 +47,9 @@ RESP_FIELDS = COMMON_FIELDS + [("sm", 32), ("ssl", 16), ("ss_sid", 16), ("ss_q",
 #: group/availability or the response's source marker, then the response's server status
 PROGRAM_VIEW = COMMON_FIELDS + [("x", 32)] + RESP_FIELDS[len(COMMON_FIELDS) + 1:]
 SSL = 6
-_REQ = struct.Struct("!H6sHHB")
-_RESP = struct.Struct("!H6sHIHHHH")
+_REQ = Header("netrs request", REQ_FIELDS)
+_RESP = Header("netrs response", RESP_FIELDS)
 REQ_LEN, RESP_LEN = _REQ.size, _RESP.size          # 13, 22
-assert REQ_LEN == sum(w for _, w in REQ_FIELDS) // 8
-assert RESP_LEN == sum(w for _, w in RESP_FIELDS) // 8
 
 #: magic value -> (name, layout): what a packet with that magic is
 KIND_NAMES = {M_REQ: ("request", "request"), f(M_RESP): ("selected request", "request"),
@@ -91,15 +90,15 @@ class RsRequest(NamedTuple):
     rv: int = 0
 
     def pack(self) -> bytes:
-        return _REQ.pack(self.rid, self.mf.to_bytes(6, "big"), self.rv, self.rgid, self.avail)
+        return _REQ.pack((self.rid, self.mf, self.rv, self.rgid, self.avail))
 
     @classmethod
     def unpack(cls, data) -> "RsRequest":
         if len(data) < REQ_LEN:
             raise ValueError(f"{len(data)} bytes: shorter than the {REQ_LEN}-byte NetRS "
                              "request header")
-        rid, mf, rv, rgid, avail = _REQ.unpack_from(data)
-        return cls(rgid=rgid, avail=avail, rid=rid, mf=_mf(mf), rv=rv)
+        rid, mf, rv, rgid, avail = _REQ.unpack(data)
+        return cls(rgid=rgid, avail=avail, rid=rid, mf=mf, rv=rv)
 
     def response(self, server_id, queue_len, service_us) -> "RsResponse":
         """The server's response header: rid and rv echoed, ``mf = f^-1(mf)``, sm 0, ssl 6,
@@ -120,16 +119,14 @@ class RsResponse(NamedTuple):
     ss_t: int = 0
 
     def pack(self) -> bytes:
-        return _RESP.pack(self.rid, self.mf.to_bytes(6, "big"), self.rv, self.sm, self.ssl,
-                          self.ss_sid, self.ss_q, self.ss_t)
+        return _RESP.pack(self)
 
     @classmethod
     def unpack(cls, data) -> "RsResponse":
         if len(data) < RESP_LEN:
             raise ValueError(f"{len(data)} bytes: shorter than the {RESP_LEN}-byte NetRS "
                              "response header")
-        rid, mf, rv, sm, ssl, sid, q, t = _RESP.unpack_from(data)
-        return cls(rid, _mf(mf), rv, sm, ssl, sid, q, t)
+        return cls(*_RESP.unpack(data))
 
 
 def peek_mf(data):
