@@ -12,7 +12,7 @@ import random
 
 import cocotb
 
-from netstor.sim.core_env import CoreEnv, pause_generator
+from netstor.sim.core_env import CoreEnv, ip, pause_generator, setup_prim, setup_routes
 from netstor.sim.frames import (udp_frame, prim_frame, arp_frame, ipv6_frame, tcp_frame, bad_frames,
                     ROUTER_MAC)
 from netstor.gateware.core import APP_ID
@@ -20,37 +20,6 @@ from netstor.programs.primitives import (OP_FORWARD, OP_CAS, OP_MAX, OP_MCAST, O
                                          OP_CLONE)
 
 SEED = int(os.environ.get("NETSTOR_SEED", "1"))
-
-
-def ip(s):
-    a = [int(x) for x in s.split(".")]
-    return (a[0] << 24) | (a[1] << 16) | (a[2] << 8) | a[3]
-
-
-async def setup_routes(env):
-    w = env.writer
-    routes = [("10.1.0.0", 16, 1, 0x0A0000000001), ("10.1.2.0", 24, 0, 0x0A0000000002),
-              ("10.2.0.0", 16, 0, 0x0A0000000003), ("10.9.9.9", 32, 2, 0)]
-    for prefix, plen, port, dmac in routes:
-        await env.apply(w.lpm_add("l3.routes", ip(prefix), plen, "route",
-                                  {"port": port, "dmac": dmac, "smac": 0x020000000099}))
-    await env.apply(w.lpm_add("l3.routes", ip("10.3.0.0"), 16, "drop"))
-
-
-async def setup_prim(env):
-    w = env.writer
-    await env.apply(w.exact_add("prim.ops", [OP_FORWARD], "forward", {"port": 1}))
-    await env.apply(w.exact_add("prim.ops", [OP_CAS], "forward", {"port": 2}))
-    await env.apply(w.exact_add("prim.ops", [OP_MAX], "forward", {"port": 3}))
-    await env.apply(w.exact_add("prim.ops", [OP_MCAST], "multicast", {"group": 3}))
-    await env.apply(w.exact_add("prim.ops", [OP_RECIRC], "recirculate", {"port": 0}))
-    await env.apply(w.exact_add("prim.ops", [OP_CLONE], "clone", {"port": 1}))
-    await env.apply(w.mcast_set(3, [(0, 7), (1, 8), (3, 9)]))
-    for rid, tag in ((7, 0x0707), (8, 0x0808), (9, 0x0909)):
-        await env.apply(w.exact_add("prim.copy_tag", [rid], "tag_copy", {"tag": tag}))
-    # deny source 10.66.0.0/16 with source port 666 exactly
-    await env.apply(w.ternary_add("prim.acl", [ip("10.66.0.0"), 666],
-                                  [0xFFFF0000, 0xFFFF], "deny", priority=0))
 
 
 @cocotb.test()

@@ -3,7 +3,7 @@
 Run by ``netstor.sim.demo`` on the shared core build (``core_build``). One cocotb test, ``demo``:
 
 1. configures L3 routes and the ``prim`` program through the AXI-Lite window (every write is
-   mirrored into the golden model, as in ``cocotb_core``);
+   mirrored into the golden model, as in the core tests);
 2. offers a mix of traffic classes on all four inputs (wire RX 0/1, host TX 0/1), paced in
    bursts so the wire RX buffers (which cannot back-pressure) never overflow;
 3. timestamps, with a cycle-counter coroutine, the first beat of every frame accepted at an
@@ -36,8 +36,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamFrame
 
-from netstor.sim.core_env import CoreEnv
-from cocotb_core import setup_routes, setup_prim, ip
+from netstor.sim.core_env import CoreEnv, setup_prim, setup_routes
 from netstor.sim.frames import (udp_frame, prim_frame, arp_frame, ipv6_frame, tcp_frame, bad_frames)
 from netstor.gateware.core import APP_ID
 from netstor.model.dataplane import DataplaneModel

@@ -28,6 +28,7 @@ from cocotbext.eth import EthMacRx, EthMacTx, EthMacFrame, PtpClockSimTime
 from netstor.sim.axil_transport import AxilTransport
 
 from netstor.programs import default_pipeline
+from netstor.programs.primitives import OP_CAS, OP_CLONE, OP_FORWARD, OP_MAX, OP_MCAST, OP_RECIRC
 from netstor.model.dataplane import DataplaneModel
 from netstor.driver.regs import AsyncCsrClient
 from netstor.driver.tables import TableWriter
@@ -271,3 +272,35 @@ class CoreEnv:
                 hw = await self.csr.mem_read(name, addr)
                 mo = self.model.mem_read(name, addr)
                 assert hw == mo, f"{name}[{addr}]: hw {hw:#x} model {mo:#x}"
+
+
+# ---- the platform configuration the core tests and the demo share -------------------------------
+def ip(s):
+    a = [int(x) for x in s.split(".")]
+    return (a[0] << 24) | (a[1] << 16) | (a[2] << 8) | a[3]
+
+
+async def setup_routes(env):
+    w = env.writer
+    routes = [("10.1.0.0", 16, 1, 0x0A0000000001), ("10.1.2.0", 24, 0, 0x0A0000000002),
+              ("10.2.0.0", 16, 0, 0x0A0000000003), ("10.9.9.9", 32, 2, 0)]
+    for prefix, plen, port, dmac in routes:
+        await env.apply(w.lpm_add("l3.routes", ip(prefix), plen, "route",
+                                  {"port": port, "dmac": dmac, "smac": 0x020000000099}))
+    await env.apply(w.lpm_add("l3.routes", ip("10.3.0.0"), 16, "drop"))
+
+
+async def setup_prim(env):
+    w = env.writer
+    await env.apply(w.exact_add("prim.ops", [OP_FORWARD], "forward", {"port": 1}))
+    await env.apply(w.exact_add("prim.ops", [OP_CAS], "forward", {"port": 2}))
+    await env.apply(w.exact_add("prim.ops", [OP_MAX], "forward", {"port": 3}))
+    await env.apply(w.exact_add("prim.ops", [OP_MCAST], "multicast", {"group": 3}))
+    await env.apply(w.exact_add("prim.ops", [OP_RECIRC], "recirculate", {"port": 0}))
+    await env.apply(w.exact_add("prim.ops", [OP_CLONE], "clone", {"port": 1}))
+    await env.apply(w.mcast_set(3, [(0, 7), (1, 8), (3, 9)]))
+    for rid, tag in ((7, 0x0707), (8, 0x0808), (9, 0x0909)):
+        await env.apply(w.exact_add("prim.copy_tag", [rid], "tag_copy", {"tag": tag}))
+    # deny source 10.66.0.0/16 with source port 666 exactly
+    await env.apply(w.ternary_add("prim.acl", [ip("10.66.0.0"), 666],
+                                  [0xFFFF0000, 0xFFFF], "deny", priority=0))
