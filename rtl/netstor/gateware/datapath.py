@@ -30,7 +30,7 @@ Port numbering is the spec's (``docs/dataplane-spec.md``): inputs ``0..P-1`` wir
 
 from __future__ import annotations
 
-from amaranth.hdl import Signal, Module, Cat, Const, Mux
+from amaranth.hdl import Signal, Module, Cat, Mux
 from amaranth.lib import data, wiring, stream
 from amaranth.lib.wiring import In, Out
 
@@ -41,8 +41,9 @@ from .parser import Parser, FIRST_TO_PHV, orig_layout
 from .kit import HwEnv
 from .stages import build_element, build_stage
 from .delay import DelayLine
-from .deparser import DeparsePrep, PREP_LATENCY, merge_beat
+from .deparser import Deparser, PREP_LATENCY
 from .traffic_manager import TrafficManager
+from .tx_completion import CompletionEvents
 
 __all__ = ["Datapath", "RX_USER", "TX_USER", "TM_LATENCY"]
 
@@ -257,20 +258,13 @@ class Datapath(wiring.Component):
             name = "recirc" if is_rc else f"out{c}"
             extra = Cat((HwEnv(pl, cp).field("meta.recirc_count") + 1)[:3],
                         HwEnv(pl, cp).field("meta.bridge"))
-            pv, wd, wm, pextra = DeparsePrep(pl, f"dp_{name}").build(m, cv, cp, orig, extra)
-            active_r = Signal(name=f"{name}_active")
-            active = Signal(name=f"{name}_active_now")
-            m.d.comb += active.eq(Mux(b_first, pv, active_r))
-            with m.If(b.valid):
-                m.d.sync += active_r.eq(active & ~b.last)
-            ovalid = b.valid & active
-            # the prep registers move on every cycle: keep this packet's window for beat 1
-            wd_hold = Signal(len(wd), name=f"{name}_wd_hold")
-            wm_hold = Signal(len(wm), name=f"{name}_wm_hold")
-            with m.If(b_first):
-                m.d.sync += [wd_hold.eq(wd), wm_hold.eq(wm)]
-            odata = merge_beat(b.data, bidx, Mux(b_first, wd, wd_hold),
-                               Mux(b_first, wm, wm_hold), dw)
+            dep = Deparser(pl, data_width=dw, extra_width=len(extra), name=f"dp_{name}")
+            m.submodules[f"dp_{name}"] = dep
+            m.d.comb += [dep.copy_valid.eq(cv), dep.copy_phv.eq(cp), dep.orig.eq(orig),
+                         dep.extra.eq(extra), dep.beat_valid.eq(b.valid),
+                         dep.beat_first.eq(b_first), dep.beat_last.eq(b.last),
+                         dep.beat_index.eq(bidx), dep.beat_data.eq(b.data)]
+            active, ovalid, odata, pextra = dep.active, dep.valid, dep.data, dep.extra_out
             if is_rc:
                 rbuf = bufs[R]
                 m.d.comb += [
@@ -326,7 +320,14 @@ class Datapath(wiring.Component):
                 # (c) dropped by its input buffer (runt or oversize)
                 (bufs[k].drop_runt | bufs[k].drop_oversize, tag_in),
             ]
-            self._synth_merge(m, p, events)
+            ce = CompletionEvents(len(events))
+            m.submodules[f"cpl_events{p}"] = ce
+            for i, (ev, tag) in enumerate(events):
+                m.d.comb += [ce.ev[i].eq(ev), ce.tag[i].eq(tag)]
+            m.d.comb += [getattr(self, f"synth{p}_valid").eq(ce.o.valid),
+                         getattr(self, f"synth{p}_tag").eq(ce.o.payload),
+                         ce.o.ready.eq(getattr(self, f"synth{p}_ready")),
+                         self.ctr[f"cpl{p}.synth_lost"].eq(ce.lost)]
         return m
 
     def _own_queue_drop(self, m, q, eq, user, ovalid, b_first):
@@ -341,33 +342,6 @@ class Datapath(wiring.Component):
         d, t = Signal(name=f"outq{q}_own_drop"), Signal(16, name=f"outq{q}_own_drop_tag")
         m.d.comb += [d.eq(eq.drop_full & own), t.eq(tag)]
         self._own_drop[q], self._own_drop_tag[q] = d, t
-
-    def _synth_merge(self, m, p, events):
-        """Up to one pending event per source; the lowest-numbered pending one is offered."""
-        out_v, out_tag = getattr(self, f"synth{p}_valid"), getattr(self, f"synth{p}_tag")
-        ready = getattr(self, f"synth{p}_ready")
-        pend = [Signal(name=f"synth{p}_pend{i}") for i in range(len(events))]
-        ptag = [Signal(16, name=f"synth{p}_ptag{i}") for i in range(len(events))]
-        sel = Signal(range(len(events) + 1))
-        m.d.comb += sel.eq(len(events))
-        for i in reversed(range(len(events))):
-            with m.If(pend[i]):
-                m.d.comb += sel.eq(i)
-        m.d.comb += out_v.eq(sel != len(events))
-        for i in range(len(events)):
-            with m.If(sel == i):
-                m.d.comb += out_tag.eq(ptag[i])
-        lost = Signal(len(events))
-        for i, (ev, tag) in enumerate(events):
-            taken = out_v & ready & (sel == i)
-            with m.If(taken):
-                m.d.sync += pend[i].eq(0)
-            with m.If(ev):
-                with m.If(~pend[i] | taken):
-                    m.d.sync += [pend[i].eq(1), ptag[i].eq(tag)]
-                with m.Else():
-                    m.d.comb += lost[i].eq(1)
-        m.d.comb += self.ctr[f"cpl{p}.synth_lost"].eq(lost.any())
 
 
 def _arb_layout(dw):

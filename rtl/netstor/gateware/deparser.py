@@ -18,13 +18,14 @@ Payload bytes beyond the first 128 are never touched; the frame length never cha
 
 from __future__ import annotations
 
-from amaranth.hdl import Signal, Module, Cat, Const, Mux
-from amaranth.lib import data
+from amaranth.hdl import Signal, Module, Cat, Mux
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
 
 from .parser import orig_layout
 from .kit import HwEnv
 
-__all__ = ["DeparsePrep", "PREP_LATENCY", "ones_sum_fold"]
+__all__ = ["Deparser", "DeparsePrep", "PREP_LATENCY", "merge_beat", "ones_sum_fold"]
 
 PREP_LATENCY = 2
 
@@ -46,7 +47,8 @@ def _be_bytes(value, nbytes):
 
 
 class DeparsePrep:
-    """Not a Component (it shares the parent's module): call :meth:`build`."""
+    """The prep half of :class:`Deparser`, built into the deparser's module (and, alone,
+    into the synthesis benchmark's): call :meth:`build`."""
 
     def __init__(self, pipeline, name):
         self.pipeline, self.name = pipeline, name
@@ -161,3 +163,55 @@ def merge_beat(data_in, beat_index, wdata, wmask, data_width):
         hi = Mux(wmask[nb + b], wdata[8 * (nb + b):8 * (nb + b) + 8], data_in[8 * b:8 * b + 8])
         out.append(Mux(beat_index == 0, lo, Mux(beat_index == 1, hi, data_in[8 * b:8 * b + 8])))
     return Cat(*out)
+
+
+class Deparser(wiring.Component):
+    """One output copy's deparser: :class:`DeparsePrep` on the copy's PHV, then the rewrite
+    window merged into the frame's first two beats as they pass.
+
+    Timing contract: the copy (``copy_valid``, ``copy_phv``, ``orig``, ``extra``) enters
+    ``PREP_LATENCY`` cycles before its frame's first beat arrives on ``beat_*`` (the datapath's
+    beat delay line guarantees it; no handshake). ``active`` is 1 from the first beat to the
+    last of a frame this copy takes; ``valid``/``data`` are that beat with the window applied
+    (combinational from the beat), ``extra_out`` the copy's ``extra`` (registered with the
+    prep). Throughput: one beat per clock.
+
+    Ports: ``copy_valid``, ``copy_phv`` (the pipeline's PHV layout), ``orig`` (original field
+    values, :func:`netstor.gateware.parser.orig_layout`), ``extra`` (``extra_width`` bits);
+    ``beat_valid``, ``beat_first``, ``beat_last``, ``beat_index`` (0, 1, 2 = later),
+    ``beat_data``; out ``active``, ``valid``, ``data``, ``extra_out``.
+    """
+
+    def __init__(self, pipeline, *, data_width, extra_width, name="dp"):
+        self.pipeline, self.dw, self.name = pipeline, data_width, name
+        super().__init__({
+            "copy_valid": In(1), "copy_phv": In(data.StructLayout(pipeline.phv.layout())),
+            "orig": In(orig_layout()), "extra": In(extra_width),
+            "beat_valid": In(1), "beat_first": In(1), "beat_last": In(1), "beat_index": In(2),
+            "beat_data": In(data_width),
+            "active": Out(1), "valid": Out(1), "data": Out(data_width),
+            "extra_out": Out(extra_width),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.name
+        pv, wd, wm, pextra = DeparsePrep(self.pipeline, n).build(
+            m, self.copy_valid, self.copy_phv, self.orig, self.extra)
+        active_r = Signal(name=f"{n}_active_r")
+        m.d.comb += self.active.eq(Mux(self.beat_first, pv, active_r))
+        with m.If(self.beat_valid):
+            m.d.sync += active_r.eq(self.active & ~self.beat_last)
+        # the prep registers move on every cycle: keep this packet's window for beat 1
+        wd_hold = Signal(len(wd), name=f"{n}_wd_hold")
+        wm_hold = Signal(len(wm), name=f"{n}_wm_hold")
+        with m.If(self.beat_first):
+            m.d.sync += [wd_hold.eq(wd), wm_hold.eq(wm)]
+        m.d.comb += [
+            self.valid.eq(self.beat_valid & self.active),
+            self.data.eq(merge_beat(self.beat_data, self.beat_index,
+                                    Mux(self.beat_first, wd, wd_hold),
+                                    Mux(self.beat_first, wm, wm_hold), self.dw)),
+            self.extra_out.eq(pextra),
+        ]
+        return m

@@ -64,7 +64,7 @@ Resources per port: three synchronous FIFOs of ``depth`` entries (1+tag, ts+tag,
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
@@ -217,4 +217,46 @@ class TxCompletions(wiring.Component):
             with m.If(take):
                 m.d.sync += last_sel.eq(sel)
 
+        return m
+
+
+class CompletionEvents(wiring.Component):
+    """Where the synthesised completions of one port come from: the datapath reports each
+    event that leaves a host packet without a completion from its own port's MAC, with the
+    packet's tag, as a one-cycle pulse on ``ev[i]`` / ``tag[i]`` (``n`` sources); this block
+    keeps at most one pending event per source and offers the lowest-numbered pending one on
+    ``o`` (a stream of tags, to :class:`TxCompletions`' synth input). An event that finds its
+    source's slot still pending (and not taken in that cycle) is lost and pulses ``lost``
+    (counted by the datapath). Latency: 1 cycle from an event to ``o.valid``."""
+
+    def __init__(self, n, tag_width=16):
+        self.n = n
+        super().__init__({"ev": In(n), "tag": In(data.ArrayLayout(tag_width, n)),
+                          "o": Out(stream.Signature(tag_width)), "lost": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.n
+        pend = [Signal(name=f"pend{i}") for i in range(n)]
+        ptag = [Signal(len(self.o.payload), name=f"ptag{i}") for i in range(n)]
+        sel = Signal(range(n + 1))
+        m.d.comb += sel.eq(n)
+        for i in reversed(range(n)):
+            with m.If(pend[i]):
+                m.d.comb += sel.eq(i)
+        m.d.comb += self.o.valid.eq(sel != n)
+        for i in range(n):
+            with m.If(sel == i):
+                m.d.comb += self.o.payload.eq(ptag[i])
+        lost = Signal(n)
+        for i in range(n):
+            taken = self.o.valid & self.o.ready & (sel == i)
+            with m.If(taken):
+                m.d.sync += pend[i].eq(0)
+            with m.If(self.ev[i]):
+                with m.If(~pend[i] | taken):
+                    m.d.sync += [pend[i].eq(1), ptag[i].eq(self.tag[i])]
+                with m.Else():
+                    m.d.comb += lost[i].eq(1)
+        m.d.comb += self.lost.eq(lost.any())
         return m
