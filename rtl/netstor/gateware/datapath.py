@@ -13,7 +13,7 @@
                                                               |                      |
                                                               |        egress elements per copy
                                                               |                      |
-                                                              +---> merge <--- DeparsePrep
+                                                              +--> Deparser (prep, merge)
                                                                       |
                        wire TX x P, host RX x P <-- EgressQueue (admit/drop whole packets)
                        recirculation           <-- PacketBuffer (drop on full)
