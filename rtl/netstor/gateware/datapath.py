@@ -13,7 +13,7 @@
                                                               |                      |
                                                               |        egress elements per copy
                                                               |                      |
-                                                              +--> Deparser (prep, merge)
+                                                              +---> Deparser: merge <- prep
                                                                       |
                        wire TX x P, host RX x P <-- EgressQueue (admit/drop whole packets)
                        recirculation           <-- PacketBuffer (drop on full)
