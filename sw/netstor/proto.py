@@ -39,11 +39,12 @@ The default UDP port is :data:`STORAGE_UDP_PORT`.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
+from netstor.wire.header import Header as WireHeader
+
 __all__ = ["Header", "ProtocolError", "MAGIC", "VERSION", "HEADER_LEN", "STORAGE_UDP_PORT",
-           "MAX_VALUE", "Op", "Status", "FLAG_CLONE", "FIELDS"]
+           "MAX_VALUE", "Op", "Status", "FLAG_CLONE", "FIELDS", "STORAGE"]
 
 MAGIC = 0x4E53
 VERSION = 1
@@ -54,13 +55,16 @@ MAX_VALUE = 1500 - 20 - 8 - HEADER_LEN
 FLAG_CLONE = 0x01
 REPLY = 0x80
 
-#: (name, width in bits) in wire order: the single description used by the scapy layer, the
-#: dissector test and the data-plane programs.
+#: (name, width in bits) in wire order: the single description used by the agents (below),
+#: the scapy layer, the dissector and the data-plane programs.
 FIELDS = [("magic", 16), ("ver", 8), ("op", 8), ("status", 8), ("flags", 8),
           ("server_id", 16), ("req_id", 32), ("queue_len", 16), ("value_len", 16),
           ("service_ns", 32), ("key", 64), ("seq", 32)]
-_FMT = struct.Struct("!HBBBBHIHHIQI")
-assert _FMT.size == HEADER_LEN == sum(w for _, w in FIELDS) // 8
+#: the header declared once (:class:`netstor.wire.header.Header`); ``STORAGE.unpack(data)``
+#: reads the raw fields without the checks of :meth:`Header.unpack`
+STORAGE = WireHeader("netstor", FIELDS)
+_FMT = STORAGE.struct
+assert STORAGE.size == HEADER_LEN
 
 
 class Op:

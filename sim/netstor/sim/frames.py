@@ -13,6 +13,7 @@ from scapy.layers.l2 import Ether, Dot1Q, ARP
 from scapy.packet import Raw
 
 from netstor.programs.primitives import PRIM_UDP_PORT
+from netstor.wire.checksum import checksum
 
 HOST_MAC = "02:00:00:00:00:01"
 ROUTER_MAC = "02:00:00:00:00:fe"
@@ -78,7 +79,7 @@ def bad_frames(rng):
     out["ipv4_length"] = bytes(good[:30])                     # truncated in the IP header
     f = bytearray(good); f[16:18] = struct.pack(">H", 2000)   # total length beyond the frame
     f[24:26] = b"\0\0"
-    f[24:26] = struct.pack(">H", _ip_csum(bytes(f[14:34]))); out["ipv4_length_big"] = bytes(f)
+    f[24:26] = struct.pack(">H", checksum(bytes(f[14:34]))); out["ipv4_length_big"] = bytes(f)
     f = bytearray(good); f[38:40] = struct.pack(">H", 4); out["udp_length"] = bytes(f)
     f = bytearray(bytes(Ether(src=HOST_MAC, dst=ROUTER_MAC) /
                         IP(src="10.0.0.1", dst="10.1.0.5", flags="MF") / UDP() / Raw(b"x" * 40)))
@@ -90,10 +91,3 @@ def bad_frames(rng):
     f = bytearray(good); f[42:] = bytes(rng.getrandbits(8) for _ in range(len(f) - 42))
     out["random_after_udp"] = bytes(f)
     return out
-
-
-def _ip_csum(h):
-    s = sum(struct.unpack(f">{len(h) // 2}H", h))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF

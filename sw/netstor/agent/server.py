@@ -44,7 +44,7 @@ import urllib.request
 import lmdb
 
 from netstor.proto import (Header, HEADER_LEN, MAGIC, MAX_VALUE, Op, ProtocolError,
-                           Status, STORAGE_UDP_PORT, VERSION)
+                           Status, STORAGE, STORAGE_UDP_PORT, VERSION)
 from netstor.agent import servicetime
 from netstor.offloads import offloads
 
@@ -291,9 +291,9 @@ class Server:
     def _malformed(self, data, addr, why, via=None):
         """Answer BAD_REQUEST when the header is there with our magic and version, else drop."""
         if len(data) >= HEADER_LEN and _PEEK.unpack_from(data) == (MAGIC, VERSION):
-            (_m, _v, op, _st, flags, _sid, req_id, _ql, _vl, _sn, key,
-             seq) = struct.unpack_from("!HBBBBHIHHIQI", data)
-            req = Header(op=op & 0x7F, key=key, req_id=req_id, flags=flags, seq=seq)
+            raw = STORAGE.unpack(data)
+            req = Header(op=raw.op & 0x7F, key=raw.key, req_id=raw.req_id, flags=raw.flags,
+                         seq=raw.seq)
             with self._lock:
                 self._c["bad_request"] += 1
                 ql = self._pending

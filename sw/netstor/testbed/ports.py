@@ -8,6 +8,8 @@ import socket
 import struct
 import time
 
+from netstor.wire.checksum import checksum, ones_sum
+
 __all__ = ["PortSocket", "complete_checksum", "PcapWriter"]
 
 ETH_P_ALL = 0x0003
@@ -97,15 +99,6 @@ class PortSocket:
         self.sock.close()
 
 
-def _csum16(data: bytes, start=0) -> int:
-    if len(data) & 1:
-        data += b"\0"
-    s = start + sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s
-
-
 def complete_checksum(frame: bytes) -> bytes:
     """Fill in the full UDP/TCP checksum of an IPv4 frame whose checksum is partial (the
     kernel's ``CHECKSUM_PARTIAL``); other frames are returned unchanged."""
@@ -130,7 +123,7 @@ def complete_checksum(frame: bytes) -> bytes:
     f = bytearray(frame)
     f[l4 + off:l4 + off + 2] = b"\0\0"
     pseudo = bytes(f[l3 + 12:l3 + 20]) + struct.pack("!BBH", 0, proto, end - l4)
-    c = (~_csum16(bytes(f[l4:end]), _csum16(pseudo))) & 0xFFFF
+    c = checksum(bytes(f[l4:end]), ones_sum(pseudo))
     if c == 0 and proto == 17:
         c = 0xFFFF
     struct.pack_into("!H", f, l4 + off, c)

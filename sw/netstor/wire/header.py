@@ -2,9 +2,17 @@
 (big-endian) byte order, every field a whole number of bytes.
 
 From one declaration come the data-plane program's header view (``Program.header(h.fields)``),
-the agents' pack/unpack (:meth:`Header.tuple_class`), and the scapy layer and Wireshark
-dissector (:mod:`netstor.wire.registry` takes ``h.fields``). Dependency-free: the agents import
-it without the gateware.
+the agents' pack/unpack (:meth:`Header.pack`, :meth:`Header.unpack`, :meth:`Header.tuple_class`),
+and the scapy layer and Wireshark dissector (:mod:`netstor.wire.registry` takes ``h.fields``,
+and for a header with variants ``h.selector`` and ``h.variants``). Dependency-free: the agents
+import it without the gateware.
+
+Variants: a header whose layout after a common part depends on one of its fields (NetRS: the
+magic field tells a 13-byte request from a 22-byte response) is declared as the common part
+plus ``selector`` (that field) and ``variants`` ``[(value, label, [(field, bits), ...])]``
+(the fields after the common part, per selector value). :meth:`Header.layout` is the whole
+header of one selector value; :meth:`Header.unpack` reads the selector and unpacks the
+matching layout.
 """
 from __future__ import annotations
 
@@ -17,10 +25,14 @@ _FMT = {8: "B", 16: "H", 32: "I", 64: "Q"}
 
 
 class Header:
-    """``Header(name, fields)``; ``size`` in bytes; ``pack(values)``/``unpack(data)`` between
-    bytes and a tuple of ints in field order."""
+    """``Header(name, fields, selector=None, variants=())``.
 
-    def __init__(self, name, fields):
+    ``size``: bytes (of the common part for a header with variants); ``names``: field names;
+    ``tuple``: the named tuple :meth:`unpack` returns; ``struct``: the ``struct.Struct`` of the
+    layout when every field is 8, 16, 32 or 64 bits (else None), for hot paths.
+    """
+
+    def __init__(self, name, fields, *, selector=None, variants=()):
         self.name = name
         self.fields = tuple((str(n), int(w)) for n, w in fields)
         if not self.fields:
@@ -39,15 +51,59 @@ class Header:
                 fmt += f"{w // 8}s"
                 self._wide.append(i)
         self._struct = struct.Struct(fmt)
+        self.struct = None if self._wide else self._struct
         self.size = self._struct.size
         self.names = tuple(names)
+        self.tuple = namedtuple(_identifier(name), self.names)
+        # variants
+        self.selector = selector
+        self.variants = tuple((int(v), str(label), tuple((str(n), int(w)) for n, w in tail))
+                              for v, label, tail in variants)
+        if (selector is None) != (not self.variants):
+            raise ValueError(f"header {name}: selector and variants go together")
+        self._layouts = {}
+        if selector is not None:
+            if selector not in self.names:
+                raise ValueError(f"header {name}: selector {selector!r} is not a field")
+            self._sel = self.names.index(selector)
+            by_tail = {}
+            for v, label, tail in self.variants:
+                if v in self._layouts:
+                    raise ValueError(f"header {name}: selector value {v:#x} declared twice")
+                lay = by_tail.get(tail)
+                if lay is None:
+                    lay = by_tail[tail] = Header(f"{name} {label}", self.fields + tail)
+                self._layouts[v] = lay
 
     def __repr__(self):
         return f"Header({self.name!r}, {len(self.fields)} fields, {self.size} B)"
 
-    def pack(self, values):
-        """``values`` (a sequence in field order) as bytes; a value that does not fit its
-        field raises ``ValueError`` naming it."""
+    def layout(self, value):
+        """The whole header (common part and tail) of selector value ``value``."""
+        try:
+            return self._layouts[value]
+        except KeyError:
+            raise ValueError(f"header {self.name}: no layout for {self.selector} = "
+                             f"{value:#x}") from None
+
+    def pack(self, values=None, /, **fields):
+        """Bytes of ``values`` (a sequence in field order) or of keyword ``fields`` (missing
+        ones 0). A value that does not fit its field, or an unknown field, raises
+        ``ValueError`` naming it. A header with variants packs the layout its selector
+        value chooses."""
+        if values is not None and fields:
+            raise TypeError(f"header {self.name}: values or fields, not both")
+        if values is None:
+            unknown = set(fields) - set(self._all_names())
+            if unknown:
+                raise ValueError(f"header {self.name}: unknown field(s) {sorted(unknown)}")
+            if self.selector is not None:
+                return self.layout(fields.get(self.selector, 0)).pack(**fields)
+            values = [fields.get(n, 0) for n in self.names]
+        elif self.selector is not None:
+            values = list(values)
+            lay = self.layout(values[self._sel] if len(values) > self._sel else 0)
+            return lay.pack(values)
         vals = list(values)
         if len(vals) != len(self.fields):
             raise ValueError(f"header {self.name}: {len(vals)} values for "
@@ -60,15 +116,24 @@ class Header:
         return self._struct.pack(*vals)
 
     def unpack(self, data):
-        """The field values (a tuple) of the first ``size`` bytes of ``data``; shorter data
-        raises ``ValueError``."""
+        """The fields of the first bytes of ``data`` as a named tuple (:attr:`tuple`; for a
+        header with variants, the chosen layout's). Data shorter than the header, or a
+        selector value with no layout, raises ``ValueError`` saying which."""
         if len(data) < self.size:
             raise ValueError(f"{len(data)} bytes: shorter than the {self.size}-byte "
                              f"{self.name} header")
         vals = list(self._struct.unpack_from(data))
         for i in self._wide:
             vals[i] = int.from_bytes(vals[i], "big")
-        return tuple(vals)
+        if self.selector is not None:
+            return self.layout(vals[self._sel]).unpack(data)
+        return self.tuple._make(vals)
+
+    def _all_names(self):
+        out = list(self.names)
+        for _v, _label, tail in self.variants:
+            out += [n for n, _ in tail if n not in out]
+        return out
 
     def tuple_class(self, typename, defaults=None):
         """A named tuple class of the fields with ``pack()`` and ``unpack(data)`` (class
@@ -90,3 +155,8 @@ class Header:
 
         return type(typename, (base,), {"__slots__": (), "pack": pack, "unpack": unpack,
                                         "HEADER": header})
+
+
+def _identifier(name):
+    out = "".join(c if c.isalnum() else "_" for c in name)
+    return out if out[:1].isalpha() else "H_" + out

@@ -35,7 +35,7 @@ def f(m):
 
 __all__ = ["NETRS_UDP_PORT", "M_REQ", "M_RESP", "M_MON", "M_DRS", "DRS_RID", "f", "f_inv",
            "REQ_LEN", "RESP_LEN", "SSL", "REQ_FIELDS", "RESP_FIELDS", "COMMON_FIELDS",
-           "RsRequest", "RsResponse", "kind", "KIND_NAMES", "us_to_uq", "uq_to_us", "PROGRAM_VIEW",
+           "HEADER", "RsRequest", "RsResponse", "kind", "KIND_NAMES", "us_to_uq", "uq_to_us", "PROGRAM_VIEW",
            "wire",
            "REQUEST_MAGICS", "RESPONSE_MAGICS"]
 
@@ -47,14 +47,17 @@ RESP_FIELDS = COMMON_FIELDS + [("sm", 32), ("ssl", 16), ("ss_sid", 16), ("ss_q",
 #: group/availability or the response's source marker, then the response's server status
 PROGRAM_VIEW = COMMON_FIELDS + [("x", 32)] + RESP_FIELDS[len(COMMON_FIELDS) + 1:]
 SSL = 6
-_REQ = Header("netrs request", REQ_FIELDS)
-_RESP = Header("netrs response", RESP_FIELDS)
-REQ_LEN, RESP_LEN = _REQ.size, _RESP.size          # 13, 22
 
 #: magic value -> (name, layout): what a packet with that magic is
 KIND_NAMES = {M_REQ: ("request", "request"), f(M_RESP): ("selected request", "request"),
               f(M_DRS): ("DRS request", "request"), M_RESP: ("response", "response"),
               M_MON: ("monitored response", "response"), M_DRS: ("DRS response", "response")}
+#: the header, declared once: the common part, then the layout the magic ``mf`` selects
+HEADER = Header("netrs", COMMON_FIELDS, selector="mf", variants=[
+    (m, name, (REQ_FIELDS if lay == "request" else RESP_FIELDS)[len(COMMON_FIELDS):])
+    for m, (name, lay) in KIND_NAMES.items()])
+_REQ, _RESP = HEADER.layout(M_REQ), HEADER.layout(M_RESP)
+REQ_LEN, RESP_LEN = _REQ.size, _RESP.size          # 13, 22
 REQUEST_MAGICS = tuple(m for m, (_, lay) in KIND_NAMES.items() if lay == "request")
 RESPONSE_MAGICS = tuple(m for m, (_, lay) in KIND_NAMES.items() if lay == "response")
 
@@ -137,10 +140,7 @@ def peek_mf(data):
 def wire(register):
     """Declare the header to the wire registry: the layout chosen by the magic, the storage
     message dissected behind it."""
-    n_common = len(COMMON_FIELDS)
-    register("netstor_netrs", NETRS_UDP_PORT, COMMON_FIELDS, reply_sport=True, selector="mf",
-             variants=[(m, name, REQ_FIELDS[n_common:] if lay == "request"
-                        else RESP_FIELDS[n_common:])
-                       for m, (name, lay) in KIND_NAMES.items()],
+    register("netstor_netrs", NETRS_UDP_PORT, HEADER.fields, reply_sport=True,
+             selector=HEADER.selector, variants=HEADER.variants,
              hex_fields=("mf", "sm"), info=("rid", "rgid", "avail", "ss_sid", "ss_q", "ss_t"),
              inner="netstor", title="NetRS (in-network replica selection)")
