@@ -41,8 +41,11 @@ class Offload:
     * ``routed_by_l3``: the built-in L3 program routes the offload's packets too.
     * ``config_section``: ``f(device, value, dry_run)`` applying its top-level section of a
       configuration file (the section is named ``name``).
-    * ``wire``: ``f(register, register_program)`` declaring its headers to
-      :mod:`netstor.wire.registry` (scapy layers, Wireshark dissector).
+    * ``header``: its :class:`netstor.wire.header.Header` (``"module:HEADER"``), the one
+      declaration the program, the agents and the wire tools share.
+    * ``wire``: ``f(register)`` declaring its headers to :mod:`netstor.wire.registry` (scapy
+      layers, Wireshark dissector) with enums, info fields, hex fields, a title; without it
+      ``header`` is registered plainly as ``netstor_<name>`` on ``udp_port``.
     * ``codec``: the storage server's side (:class:`netstor.agent.codec.ServerCodec`): its
       socket, request header and reply header.
     * ``schemes``: ``{scheme name: netstor.agent.schemes.Scheme subclass}`` it adds to
@@ -62,6 +65,7 @@ class Offload:
     program: str
     routed_by_l3: bool = True
     config_section: str | None = None
+    header: str | None = None
     wire: str | None = None
     codec: str | None = None
     schemes: str | None = None

@@ -23,7 +23,7 @@ TOY = {
         OFFLOAD = Offload(
             name="toy", title="toy counter", udp_port=7499,
             program="toyoff.program:make_toy", config_section="toyoff.config:apply",
-            wire="toyoff.header:wire", codec="toyoff.codec:ToyCodec",
+            header="toyoff.header:HEADER", codec="toyoff.codec:ToyCodec",
             schemes="toyoff.schemes:SCHEMES")
         ''',
     "header.py": '''
@@ -31,10 +31,6 @@ TOY = {
 
         HEADER = Header("toy", [("op", 8), ("flag", 8), ("count", 16)])
         Toy = HEADER.tuple_class("Toy")
-
-        def wire(register):
-            register("netstor_toy", 7499, HEADER.fields, enums={"op": {1: "COUNT", 2: "DONE"}},
-                     title="toy counter")
         ''',
     "program.py": '''
         from netstor.elements import RegisterOp

@@ -224,5 +224,9 @@ def _builtin():
         declare = off.hook("wire")
         if declare is not None:
             declare(register)
+        elif off.header is not None:        # or just names its Header: the plain layer
+            h = off.hook("header")
+            register(f"netstor_{off.name}", off.udp_port, h.fields, selector=h.selector,
+                     variants=h.variants, title=off.title)
 
 _builtin()

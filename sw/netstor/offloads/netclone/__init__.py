@@ -18,6 +18,7 @@ OFFLOAD = Offload(
     title="NetClone (dynamic request cloning)",
     udp_port=7431,
     program=f"{__name__}.program:make_netclone",
+    header=f"{__name__}.header:HEADER",
     wire=f"{__name__}.header:wire",
     codec=f"{__name__}.codec:NetCloneCodec",
     schemes=f"{__name__}.schemes:SCHEMES",

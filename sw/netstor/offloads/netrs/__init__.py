@@ -24,6 +24,7 @@ OFFLOAD = Offload(
     udp_port=7432,
     program=f"{__name__}.program:make_netrs",
     config_section=f"{__name__}.config:apply_section",
+    header=f"{__name__}.header:HEADER",
     wire=f"{__name__}.header:wire",
     codec=f"{__name__}.codec:NetRSCodec",
     schemes=f"{__name__}.schemes:SCHEMES",
