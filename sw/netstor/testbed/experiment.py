@@ -1,9 +1,12 @@
-"""What every test-bed comparison shares: the model switch started with a configuration, the
-servers' own final counters, nearest-rank percentiles, table cells, and the command-line frame
-(prerequisites checked, the rack torn down on Ctrl-C, the table printed, the JSON written).
+"""What every test-bed comparison shares: the rack session, the model switch started with a
+configuration, ``netstor-server`` on every server host (each offload's socket on or off),
+``netstor-load`` on every client at once, the run torn down, the servers' own final counters,
+the latency part of a result row (exact nearest-rank percentiles over all clients), table
+cells, and the command-line frame (prerequisites checked, the rack torn down on Ctrl-C, the
+table printed, the JSON written).
 
-An offload's ``compare.py`` keeps only what is its own: its schemes, its configuration and
-its rows."""
+An offload's ``compare.py`` keeps only what is its own: its schemes, its configuration, its
+load-generator flags and the rest of its rows."""
 from __future__ import annotations
 
 import contextlib
@@ -18,8 +21,12 @@ from netstor.testbed import netns
 from netstor.testbed.framecost import measure
 from netstor.testbed.rack import Rack
 
-__all__ = ["pct", "fmt", "rack_session", "start_switch", "server_stats", "write_result",
+__all__ = ["pct", "fmt", "rack_session", "start_switch", "start_servers", "load_argv",
+           "run_clients", "stop_run", "latency_row", "server_stats", "write_result",
            "run_main"]
+
+#: the storage servers' plain storage port in the test bed
+STORAGE_PORT = 7430
 
 #: the line ``netstor-server`` logs when it stops: its counters as JSON
 STATS_LINE = re.compile(r"netstor-server stats (\{.*\})\s*$")
@@ -67,6 +74,80 @@ def start_switch(rack, config, workdir, *, stats_json=None, control=None, log=No
     rack.switch = rack.spawn("switch", argv, name=name, log=log)
     rack.switch.wait_line(r"^netstor-switch ready", timeout=ready_timeout)
     return rack.switch
+
+
+def start_servers(rack, workdir, service_model, *, offload_ports=None, server_ids=None,
+                  workers=1, seed=0, tag="", log_level="INFO"):
+    """``netstor-server`` on every server host (storage port :data:`STORAGE_PORT`; server id
+    ``server_ids[k]``, default ``k + 1``; seed ``seed + k``; database ``workdir/db<tag><k>``);
+    ``offload_ports``: ``{offload name: port}`` (``--<name>-port``, 0 = off; offloads not
+    named keep the server's default). Returns the processes once all are listening."""
+    procs = []
+    for k, h in enumerate(rack.servers):
+        db = Path(workdir) / f"db{tag}{k}"
+        db.mkdir(exist_ok=True)
+        argv = [sys.executable, "-m", "netstor.agent.server", "--bind", h.ip,
+                "--port", STORAGE_PORT]
+        for name, port in (offload_ports or {}).items():
+            argv += [f"--{name}-port", port]
+        argv += ["--db", db, "--workers", workers,
+                 "--server-id", k + 1 if server_ids is None else server_ids[k], "--no-sync",
+                 "--service-model", service_model, "--seed", seed + k,
+                 "--log-level", log_level]
+        procs.append(rack.spawn(h, argv))
+    for p in procs:
+        p.wait_line(r"^netstor-server \d+ listening on", timeout=30)
+    return procs
+
+
+def load_argv(scheme, targets, *, rate, duration, seed, out, timeout=1.0, keys=1000,
+              zipf=0.99, samples=True, extra=()):
+    """One client's open-loop ``netstor-load`` command: ``scheme`` to ``targets`` (a list of
+    ``"host:port"``), Poisson at ``rate``/s for ``duration`` s, result JSON to ``out``;
+    ``extra``: the scheme's own flags."""
+    argv = [sys.executable, "-m", "netstor.agent.load", "--mode", "open", "--rate", rate,
+            "--duration", duration, "--keys", keys, "--zipf", zipf, "--seed", seed,
+            "--timeout", timeout, "--out", out, "--quiet", "--scheme", scheme,
+            "--target", ",".join(targets), *extra]
+    if samples:
+        argv.append("--samples")
+    return argv
+
+
+def run_clients(rack, workdir, scheme, argv_for, *, duration, tag=""):
+    """``argv_for(i, host, out)`` on every client at once (:meth:`Rack.run_on_clients`);
+    returns ``{client: result}``."""
+    return rack.run_on_clients(argv_for, workdir, timeout=duration + 60,
+                               tag=f"{tag}{scheme}-", what=f"netstor-load {scheme}")
+
+
+def stop_run(rack, procs):
+    """Stop one run's servers ``procs`` and the switch, and forget them (the rack's clients
+    stay for the next run)."""
+    for p in procs:
+        p.stop()
+        if p in rack.procs:
+            rack.procs.remove(p)
+    rack.stop_switch()
+    if rack.switch in rack.procs:
+        rack.procs.remove(rack.switch)
+
+
+def latency_row(scheme, results, offered_rps):
+    """The part of a result row every comparison has, from the clients' ``netstor-load``
+    results (run with ``--samples``): counts, achieved rate, exact percentiles over all
+    clients' samples."""
+    lat = sorted(x for r in results.values() for x in (r.get("samples_us") or []))
+    return {
+        "scheme": scheme,
+        "offered_rps": offered_rps,
+        "sent": sum(r["sent"] for r in results.values()),
+        "replies": sum(r["replies"] for r in results.values()),
+        "timeouts": sum(r["timeouts"] for r in results.values()),
+        "achieved_rps": round(sum(r["rps"] for r in results.values()), 1),
+        "p50_us": pct(lat, 50), "p99_us": pct(lat, 99), "p999_us": pct(lat, 99.9),
+        "mean_us": round(sum(lat) / len(lat), 1) if lat else None,
+    }, lat
 
 
 def server_stats(procs, keys):

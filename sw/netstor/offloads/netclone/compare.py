@@ -84,15 +84,16 @@ import sys
 import time
 from pathlib import Path
 
-from netstor.testbed.experiment import (fmt, pct, rack_session, run_main, server_stats,
-                                        start_switch, write_result)
+from netstor.testbed import experiment
+from netstor.testbed.experiment import (STORAGE_PORT, fmt, latency_row, rack_session,
+                                        run_main, server_stats, start_switch, stop_run,
+                                        write_result)
 
 from netstor.offloads.netclone.config import netclone_config
 from netstor.offloads.netclone.header import NETCLONE_UDP_PORT
 
 __all__ = ["run_scheme", "run_compare", "format_table", "DISTRIBUTIONS", "SCHEMES", "main"]
 
-STORAGE_PORT = 7430
 SCHEMES = ("single", "clone", "netclone")
 DISTRIBUTIONS = {"exp": "exp:10000", "bimodal": "bimodal:0.1:5000:50000"}
 
@@ -101,72 +102,50 @@ def start_servers(rack, setup, tmp, service_model, *, workers=1, log_level="INFO
                   tag=""):
     """``netstor-server`` on every server host (id ``setup.server_ids[k]``, storage port
     7430, NetClone port 7431); returns the processes once all are listening."""
-    py = sys.executable
-    procs = []
-    for k, h in enumerate(rack.servers):
-        db = Path(tmp) / f"db{tag}{k}"
-        db.mkdir(exist_ok=True)
-        procs.append(rack.spawn(h, [py, "-m", "netstor.agent.server", "--bind", h.ip,
-                                    "--port", STORAGE_PORT, "--netclone-port",
-                                    NETCLONE_UDP_PORT, "--db", db, "--workers", workers,
-                                    "--server-id", setup.server_ids[k], "--no-sync",
-                                    "--service-model", service_model, "--seed", seed + k,
-                                    "--log-level", log_level]))
-    for p in procs:
-        p.wait_line(r"^netstor-server \d+ listening on", timeout=30)
-    return procs
+    return experiment.start_servers(rack, tmp, service_model,
+                                    offload_ports={"netclone": NETCLONE_UDP_PORT},
+                                    server_ids=setup.server_ids, workers=workers, seed=seed,
+                                    tag=tag, log_level=log_level)
 
 
 def load_argv(rack, setup, scheme, *, rate, duration, seed, out, timeout=1.0, samples=True,
               keys=1000):
     """The ``netstor-load`` command of one client for ``scheme``."""
-    argv = [sys.executable, "-m", "netstor.agent.load", "--mode", "open", "--rate", rate,
-            "--duration", duration, "--keys", keys, "--zipf", 0.99, "--seed", seed,
-            "--timeout", timeout, "--out", out, "--quiet", "--scheme", scheme]
     if scheme == "netclone":
-        argv += ["--target", f"{setup.vip}:{setup.port}", "--groups", setup.groups_arg]
+        targets, extra = [f"{setup.vip}:{setup.port}"], ["--groups", setup.groups_arg]
     else:
-        argv += ["--target", ",".join(f"{h.ip}:{STORAGE_PORT}" for h in rack.servers)]
-        if scheme in ("single", "clone"):
-            argv += ["--pairs", setup.pairs_arg]
-    if samples:
-        argv.append("--samples")
-    return argv
+        targets = [f"{h.ip}:{STORAGE_PORT}" for h in rack.servers]
+        extra = ["--pairs", setup.pairs_arg] if scheme in ("single", "clone") else []
+    return experiment.load_argv(scheme, targets, rate=rate, duration=duration, seed=seed,
+                                out=out, timeout=timeout, keys=keys, samples=samples,
+                                extra=extra)
 
 
 def run_clients(rack, setup, scheme, tmp, *, rate, duration, seed=1, tag="", timeout=1.0,
                 samples=True):
     """Run ``netstor-load`` on every client at once; returns ``{client: result}``."""
-    return rack.run_on_clients(
+    return experiment.run_clients(
+        rack, tmp, scheme,
         lambda i, h, out: load_argv(rack, setup, scheme, rate=rate, duration=duration,
                                     seed=seed + i, out=out, timeout=timeout, samples=samples),
-        tmp, timeout=duration + 60, tag=f"{tag}{scheme}-", what=f"netstor-load {scheme}")
+        duration=duration, tag=tag)
 
 
 def summarize(scheme, results, switch, servers, duration, rate_total, workers=1):
     """One row: offered/achieved rate, exact percentiles over all clients, clone counts,
     switch frame rate, server-side counters."""
-    lat = sorted(x for r in results.values() for x in (r.get("samples_us") or []))
-    sent = sum(r["sent"] for r in results.values())
-    replies = sum(r["replies"] for r in results.values())
+    row, _lat = latency_row(scheme, results, rate_total)
+    replies = row["replies"]
     ports = switch.get("ports") or {}
     frames_in = sum(v["rx_frames"] for v in ports.values())
-    row = {
-        "scheme": scheme,
-        "offered_rps": rate_total,
-        "sent": sent,
-        "replies": replies,
-        "timeouts": sum(r["timeouts"] for r in results.values()),
+    row.update({
         "errors": sum(sum((r["errors"] or {}).values()) for r in results.values()),
-        "achieved_rps": round(sum(r["rps"] for r in results.values()), 1),
-        "p50_us": pct(lat, 50), "p99_us": pct(lat, 99), "p999_us": pct(lat, 99.9),
-        "mean_us": round(sum(lat) / len(lat), 1) if lat else None,
         "duplicates_at_client": sum(r["engine"].get("duplicates", 0) for r in results.values()),
         "switch_frames_in": frames_in,
         "switch_fps": round(frames_in / duration, 1),
         "switch_drops": switch.get("drops", 0),
         "servers": servers,
-    }
+    })
     served = sum(s["served"] for s in servers.values())
     row["server_requests_served"] = served
     row["clones_dropped_at_servers"] = sum(s["clones_dropped"] for s in servers.values())
@@ -205,13 +184,7 @@ def run_scheme(rack, setup, scheme, tmp, *, service_model, rate, duration, seed=
         res = run_clients(rack, setup, scheme, tmp, rate=rate, duration=duration, seed=seed,
                           tag=tag)
     finally:
-        for p in procs:
-            p.stop()
-            if p in rack.procs:
-                rack.procs.remove(p)
-        rack.stop_switch()
-        if rack.switch in rack.procs:
-            rack.procs.remove(rack.switch)
+        stop_run(rack, procs)
     switch = json.loads(stats.read_text())
     row = summarize(scheme, res, switch, _server_counts(procs), duration,
                     rate * len(rack.clients), workers)

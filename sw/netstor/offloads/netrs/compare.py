@@ -87,50 +87,41 @@ import sys
 import time
 from pathlib import Path
 
-from netstor.testbed.experiment import (fmt, pct, rack_session, run_main, server_stats,
-                                        start_switch, write_result)
+from netstor.testbed import experiment
+from netstor.testbed.experiment import (STORAGE_PORT, fmt, latency_row, rack_session,
+                                        run_main, server_stats, start_switch, stop_run,
+                                        write_result)
 
 from netstor.offloads.netrs.config import rack_config
 from netstor.offloads.netrs.header import NETRS_UDP_PORT
 
 __all__ = ["run_scheme", "run_compare", "format_table", "SCHEMES", "main", "FINDINGS"]
 
-STORAGE_PORT = 7430
 SCHEMES = ("c3", "netrs")
 
 FINDINGS = __doc__.split("Findings")[1]
 
 
 def start_servers(rack, tmp, service_model, *, workers=1, seed=0, tag=""):
-    py = sys.executable
-    procs = []
-    for k, h in enumerate(rack.servers):
-        db = Path(tmp) / f"db{tag}{k}"
-        db.mkdir(exist_ok=True)
-        procs.append(rack.spawn(h, [py, "-m", "netstor.agent.server", "--bind", h.ip,
-                                    "--port", STORAGE_PORT, "--netrs-port", NETRS_UDP_PORT,
-                                    "--netclone-port", 0, "--db", db, "--workers", workers,
-                                    "--server-id", k + 1, "--no-sync",
-                                    "--service-model", service_model, "--seed", seed + k,
-                                    "--log-level", "INFO"]))
-    for p in procs:
-        p.wait_line(r"^netstor-server \d+ listening on", timeout=30)
-    return procs
+    """``netstor-server`` on every server host (ids 1..n, storage port 7430, NetRS port 7432,
+    NetClone off); returns the processes once all are listening."""
+    return experiment.start_servers(rack, tmp, service_model,
+                                    offload_ports={"netrs": NETRS_UDP_PORT, "netclone": 0},
+                                    workers=workers, seed=seed, tag=tag)
 
 
 def load_argv(rack, groups, scheme, *, rate, duration, seed, out, workers, timeout=2.0,
               selectors=1):
+    """The ``netstor-load`` command of one client for ``scheme`` (``netrs`` or ``c3``)."""
     spec = ";".join(",".join(str(k) for k in g) for g in groups)
     port = NETRS_UDP_PORT if scheme == "netrs" else STORAGE_PORT
-    argv = [sys.executable, "-m", "netstor.agent.load", "--mode", "open", "--rate", rate,
-            "--duration", duration, "--keys", 1000, "--zipf", 0.99, "--seed", seed,
-            "--timeout", timeout, "--out", out, "--quiet", "--samples", "--scheme", scheme,
-            "--target", ",".join(f"{h.ip}:{port}" for h in rack.servers),
-            "--replica-groups", spec]
+    extra = ["--replica-groups", spec]
     if scheme == "c3":
-        argv += ["--c3-n", min(255, len(rack.clients) * selectors), "--c3-workers", workers,
-                 "--c3-selectors", selectors]
-    return argv
+        extra += ["--c3-n", min(255, len(rack.clients) * selectors), "--c3-workers", workers,
+                  "--c3-selectors", selectors]
+    return experiment.load_argv(scheme, [f"{h.ip}:{port}" for h in rack.servers], rate=rate,
+                                duration=duration, seed=seed, out=out, timeout=timeout,
+                                extra=extra)
 
 
 def _server_counts(procs):
@@ -151,34 +142,20 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
     procs = start_servers(rack, tmp, service_model, workers=workers, seed=seed * 100,
                           tag=tag + scheme)
     try:
-        res = rack.run_on_clients(
+        res = experiment.run_clients(
+            rack, tmp, scheme,
             lambda i, h, out: load_argv(rack, groups, scheme, rate=rate, duration=duration,
                                         seed=seed + i, out=out, workers=workers,
                                         selectors=selectors),
-            tmp, timeout=duration + 60, tag=f"{tag}{scheme}-", what=f"netstor-load {scheme}")
+            duration=duration, tag=tag)
     finally:
-        for p in procs:
-            p.stop()
-            if p in rack.procs:
-                rack.procs.remove(p)
-        rack.stop_switch()
-        if rack.switch in rack.procs:
-            rack.procs.remove(rack.switch)
+        stop_run(rack, procs)
     sw = json.loads(stats.read_text())
     servers = _server_counts(procs)
-    lat = sorted(x for r in res.values() for x in (r.get("samples_us") or []))
-    replies = sum(r["replies"] for r in res.values())
+    row, lat = latency_row(scheme, res, rate * len(rack.clients))
     served = sum(s["served"] for s in servers.values())
     ports = sw.get("ports") or {}
-    row = {
-        "scheme": scheme,
-        "offered_rps": rate * len(rack.clients),
-        "sent": sum(r["sent"] for r in res.values()),
-        "replies": replies,
-        "timeouts": sum(r["timeouts"] for r in res.values()),
-        "achieved_rps": round(sum(r["rps"] for r in res.values()), 1),
-        "p50_us": pct(lat, 50), "p99_us": pct(lat, 99), "p999_us": pct(lat, 99.9),
-        "mean_us": round(sum(lat) / len(lat), 1) if lat else None,
+    row.update({
         # share of latencies (~ the response times R the selectors see) beyond the data
         # plane's 16-bit UQ12.4 us fields (4095.9 us): saturated R samples
         "over_4096us": round(sum(1 for x in lat if x >= 4096) / len(lat), 3) if lat else None,
@@ -192,7 +169,7 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
         "switch_timing": sw.get("timing"),
         "servers": servers,
         "dataplane": {k: v for k, v in (sw.get("dataplane") or {}).items() if v},
-    }
+    })
     if scheme == "netrs":
         row["selected_by_switch"] = sum((r.get("netrs") or {}).get("selected", 0)
                                         for r in res.values())
