@@ -463,8 +463,7 @@ def blocks(core):
             lambda: block_parser(pl))]
     for kind, e in element_kinds(pl).items():
         top = f"bench_{kind}"
-        out.append((f"element_{kind}", f"{type(e).__name__} {e.program.name}.{e.name}"
-                    + (f" ({e.kind}, {e.size} entries)" if e.is_table else ""), top,
+        out.append((f"element_{kind}", e.bench_label, top,
                     (lambda e=e, top=top: block_element(pl, e, top)[0] + _extra_verilog(e))))
     out += [
         ("deparser", "DeparsePrep + merge (one output copy)", "bench_deparser",

@@ -43,9 +43,15 @@ class Rank(Element):
     """
     N = 8
     WIDTHS = {"q": 16, "os": 8, "t": 16, "r": 16}
+
     def __init__(self, name, *, core, algo, avail, replicas, found, index, score=None, n=1,
                  rr=0, rnd=0, when=None):
         super().__init__(name, when)
+        missing = [a for a in ("component", "reference", "verilog")
+                   if not callable(getattr(core, a, None))]
+        if missing:
+            raise TypeError(f"rank {name}: core {core!r} lacks {', '.join(missing)} (a ranking "
+                            "core gives component(), reference() and verilog())")
         self.core = core
         replicas = list(replicas)
         if not 1 <= len(replicas) <= self.N:

@@ -117,6 +117,10 @@ class Table(Element):
     def bench_key(self):
         return f"table_{self.kind}"
 
+    @property
+    def bench_label(self):
+        return f"{super().bench_label} ({self.kind}, {self.size} entries)"
+
     # ---- language ----------------------------------------------------------------------------
     def reads(self):
         return list(self.key) + [s.value for a in self.actions for s in a.sets]

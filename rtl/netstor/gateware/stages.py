@@ -2,14 +2,12 @@
 
 Every element becomes a fixed-latency pipeline section that accepts one PHV per clock and never
 stalls (there is no ready: the pipeline is a shift of ``(valid, phv)`` pairs). How a kind is
-built, and its latency, is the kind's own (:meth:`netstor.lang.element.Element.elaborate`, the
-modules of :mod:`netstor.elements`): Compute and Hash 1 cycle, Table and RegisterOp 2, Rank the
-core's latency + 1.
+built, and its latency, is the kind's own (:meth:`netstor.lang.element.Element.elaborate`; each
+module of :mod:`netstor.elements` documents its kind's latency and host access). This module
+never asks which kind an element is.
 
 Independent elements share a stage (:meth:`netstor.lang.Pipeline.stages`, elaborated by
 :func:`build_stage`): the stage takes as long as its slowest element.
-
-Host access (through :class:`netstor.gateware.csr.MemoryPort`): see each kind.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ in one place:
 * **how the gateware builds it** (:meth:`Element.elaborate`): a fixed-latency section that
   takes one PHV per clock, plus any Verilog it instantiates (:meth:`Element.extra_verilog`);
 * what the host schema says about it (:meth:`Element.schema`, tables only) and how the
-  benchmarks name it (:attr:`Element.bench_key`).
+  synthesis benchmark files and describes it (:attr:`Element.bench_key`,
+  :attr:`Element.bench_label`).
 
 The language, the model and the gateware call these methods and never ask which kind an
 element is, so a new kind (a payload engine, say) is one new module and nothing else.
@@ -53,6 +54,11 @@ class Element:
     def bench_key(self):
         """The key the synthesis benchmark files this element under (one block per key)."""
         return type(self).__name__.lower()
+
+    @property
+    def bench_label(self):
+        """How the synthesis benchmark describes the block it builds from this element."""
+        return f"{self.kind_name} {self.qualname}"
 
     # ---- language ------------------------------------------------------------------------------
     def reads(self):

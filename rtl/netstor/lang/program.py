@@ -226,7 +226,7 @@ class Program:
 
     def add_egress(self, element):
         if not element.egress_ok:
-            raise TypeError(f"{type(element).__name__} elements cannot run in egress")
+            raise TypeError(f"{element.kind_name} elements cannot run in egress")
         element.program = self
         self.egress_elements.append(element)
         return element
@@ -407,7 +407,7 @@ class Pipeline:
             e.check(self)
         for e in self.egress_elements:
             if not e.egress_ok:
-                raise ValueError(f"{e.qualname}: a {type(e).__name__} element runs in "
+                raise ValueError(f"{e.qualname}: a {e.kind_name} element runs in "
                                  "ingress only")
             for f in e.writes():
                 if f.name in ("meta.egress_port", "meta.mcast_group", "meta.recirc",
