@@ -6,20 +6,31 @@ A stream port is ``stream.Signature(layout)`` with one of these ``data.StructLay
     beat_layout: | data (W) | keep (W/8) | last (1) | user (U) |
     pkt_layout:  | data (W) | keep (W/8) | last (1) | user (U) | len (14) |
     arb_layout:  | data (W) | keep (W/8) | last (1) | user (U) | len (14) | port (4) |
+    frame_layout: arb_layout | first (1) | index (2) |
 
 Byte order is AXI-Stream's: byte ``k`` of a beat is ``data[8k+7:8k]`` and is present when
 ``keep[k]`` is set. ``len`` is the frame length ``L`` in bytes and ``user`` the frame's
 ``tuser``; both are held constant on every beat of a packet. ``port`` is the input number an
-arbiter took the packet from.
+arbiter took the packet from; ``first`` marks a packet's first beat and ``index`` counts its
+beats (0, 1, 2, then 3 for every later one).
+
+Three kinds of stream port:
+
+* :func:`axis_signature`: valid/ready, the consumer may stall the producer;
+* :func:`flow_signature`: the header path and the delayed frame, which never stall
+  (``always_ready``: ``ready`` is the constant 1);
+* :func:`tap_signature`: every member an input, to watch a stream someone else consumes
+  (counters, completion bookkeeping); :func:`tap` wires one to the stream it watches.
 """
 
 import functools
 
 from amaranth.hdl import Value
-from amaranth.lib import data, stream
+from amaranth.lib import data, stream, wiring
 
 __all__ = ["LEN_WIDTH", "PORT_WIDTH", "beat_layout", "pkt_layout", "arb_layout",
-           "axis_signature", "keep_count", "beats_for_len", "checked_init"]
+           "frame_layout", "axis_signature", "flow_signature", "tap_signature", "tap",
+           "keep_count", "beats_for_len", "checked_init"]
 
 #: Width of the ``len`` field: frames up to 16383 bytes.
 LEN_WIDTH = 14
@@ -58,9 +69,35 @@ def arb_layout(data_width=512, user_width=1):
                               "port": PORT_WIDTH})
 
 
+def frame_layout(data_width=512, user_width=1):
+    """A beat of the delayed frame the deparsers rewrite: :func:`arb_layout` plus ``first``
+    (the packet's first beat) and ``index`` (0, 1, 2, then 3 for any later beat)."""
+    return data.StructLayout({**_fields(data_width, user_width), "len": LEN_WIDTH,
+                              "port": PORT_WIDTH, "first": 1, "index": 2})
+
+
 def axis_signature(layout):
     """The stream signature carrying ``layout`` (valid/ready handshake)."""
     return stream.Signature(layout)
+
+
+def flow_signature(layout):
+    """A stream that is never stalled (``always_ready``): the header path's ``(valid, PHV)``
+    shift and the fixed-latency frame beside it."""
+    return stream.Signature(layout, always_ready=True)
+
+
+def tap_signature(layout):
+    """Watching a stream of ``layout``: ``valid``, ``ready`` and ``payload``, all inputs."""
+    return wiring.Signature({"valid": wiring.In(1), "ready": wiring.In(1),
+                             "payload": wiring.In(layout)})
+
+
+def tap(watcher, watched):
+    """Statements driving ``watcher`` (a :func:`tap_signature` port) from the stream
+    ``watched`` (add them to a module's ``comb`` domain)."""
+    return [watcher.valid.eq(watched.valid), watcher.ready.eq(watched.ready),
+            watcher.payload.eq(watched.payload)]
 
 
 def keep_count(keep):

@@ -22,7 +22,7 @@ from amaranth.lib.wiring import In, Out
 
 from .csr import CsrBuilder
 from .datapath import Datapath, RX_USER, TX_USER
-from .tx_completion import TxCompletions
+from .tx_completion import TxCompletions, TxStartGate
 
 __all__ = ["NetstorCore", "APP_ID", "VERSION"]
 
@@ -112,25 +112,18 @@ class NetstorCore(wiring.Component):
         for q in range(2 * P):
             name, p, uw = ("sync_tx", q, TX_USER) if q < P else ("sync_rx", q - P, RX_USER)
             o = getattr(dp, f"out{q}")
-            valid = o.valid
             if q < P:
                 # hold a packet's first beat until the completion tracker can record it
-                o_in = Signal(name=f"wire_tx{p}_in_pkt")
-                start_ok = o_in | cpl.tx_start_ready[p]
-                valid = o.valid & start_ok
-                fire = valid & getattr(self, f"m_axis_{name}_tready")[p]
-                with m.If(fire):
-                    m.d.sync += o_in.eq(~o.payload.last)
-                m.d.comb += [
-                    cpl.tx_start[p].eq(fire & ~o_in),
-                    cpl.tx_own[p].eq(o.payload.user[TX_USER]),
-                    cpl.tx_tag[p].eq(o.payload.user[1:17]),
-                    o.ready.eq(getattr(self, f"m_axis_{name}_tready")[p] & start_ok),
-                ]
-            else:
-                m.d.comb += o.ready.eq(getattr(self, f"m_axis_{name}_tready")[p])
+                gate = m.submodules[f"wire_tx{p}_gate"] = TxStartGate(data_width=D,
+                                                                    tx_user=TX_USER)
+                wiring.connect(m, o, gate.i)
+                m.d.comb += [cpl.tx_start[p].eq(gate.start), cpl.tx_own[p].eq(gate.own),
+                             cpl.tx_tag[p].eq(gate.tag),
+                             gate.start_ready.eq(cpl.tx_start_ready[p])]
+                o = gate.o
             m.d.comb += [
-                getattr(self, f"m_axis_{name}_tvalid")[p].eq(valid),
+                o.ready.eq(getattr(self, f"m_axis_{name}_tready")[p]),
+                getattr(self, f"m_axis_{name}_tvalid")[p].eq(o.valid),
                 lane(getattr(self, f"m_axis_{name}_tdata"), p, D).eq(o.payload.data),
                 lane(getattr(self, f"m_axis_{name}_tkeep"), p, K).eq(o.payload.keep),
                 getattr(self, f"m_axis_{name}_tlast")[p].eq(o.payload.last),
@@ -140,9 +133,9 @@ class NetstorCore(wiring.Component):
             m.d.comb += ctr.eq(getattr(cpl, f"cnt_{what}")[p])
         for p in range(P):
             m.d.comb += [
-                cpl.synth[p].eq(getattr(dp, f"synth{p}_valid")),
-                cpl.synth_tag[p].eq(getattr(dp, f"synth{p}_tag")),
-                getattr(dp, f"synth{p}_ready").eq(cpl.synth_ready[p]),
+                cpl.synth[p].eq(dp.synth[p].valid),
+                cpl.synth_tag[p].eq(dp.synth[p].payload),
+                dp.synth[p].ready.eq(cpl.synth_ready[p]),
                 cpl.s_cpl_ts[p].eq(lane(self.s_axis_sync_tx_cpl_ts, p, 96)),
                 cpl.s_cpl_tag[p].eq(lane(self.s_axis_sync_tx_cpl_tag, p, 16)),
                 cpl.s_cpl_valid[p].eq(self.s_axis_sync_tx_cpl_valid[p]),

@@ -76,7 +76,7 @@ from amaranth.hdl import Signal, Module, Cat, Const
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["CsrBuilder", "MemoryPort", "RegInfo", "CounterInfo", "MemoryInfo",
+__all__ = ["CsrBuilder", "MemoryPort", "memory_port_signature", "RegInfo", "CounterInfo", "MemoryInfo",
            "AxiLiteCsr", "axil_slave_signature", "schema_hash", "NETSTOR_APP_ID",
            "HEADER", "CMD_READ", "CMD_WRITE", "STATUS_DONE", "STATUS_BUSY", "STATUS_ERROR"]
 
@@ -138,12 +138,25 @@ class MemoryInfo:
     id: int = -1
 
 
+def memory_port_signature(entry_width, depth):
+    """The :class:`MemoryPort` protocol as a signature, seen from the control block (``req``,
+    ``we``, ``addr``, ``wdata`` out; ``ack``, ``rdata`` in). The owning block declares
+    ``In(memory_port_signature(...))``; ``wiring.connect`` joins it to the builder's port."""
+    addr_bits = max(1, (depth - 1).bit_length())
+    return wiring.Signature({
+        "req": Out(1), "we": Out(1), "addr": Out(addr_bits), "wdata": Out(entry_width),
+        "ack": In(1), "rdata": In(entry_width),
+    })
+
+
 class MemoryPort:
     """Host-side request into a block's memory. Driven by the control block:
-    ``req``, ``we``, ``addr``, ``wdata``; driven by the owning block: ``ack``, ``rdata``."""
+    ``req``, ``we``, ``addr``, ``wdata``; driven by the owning block: ``ack``, ``rdata``.
+    Its :attr:`signature` is :func:`memory_port_signature` (so it can be connected)."""
 
     def __init__(self, name, entry_width, depth):
         addr_bits = max(1, (depth - 1).bit_length())
+        self.signature = memory_port_signature(entry_width, depth)
         self.req = Signal(name=f"{name}_req")
         self.we = Signal(name=f"{name}_we")
         self.addr = Signal(addr_bits, name=f"{name}_addr")

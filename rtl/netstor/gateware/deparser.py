@@ -8,8 +8,8 @@ so no handshake is needed):
 * :class:`DeparsePrep` (``PREP_LATENCY`` = 2 cycles): from the copy's PHV and the original
   field values (``orig``), computes the IPv4 and UDP checksums incrementally (RFC 1624) and the
   128-byte rewrite window (``wdata``) with a per-byte write mask (``wmask``).
-* :class:`DeparseMerge` (0 cycles, combinational): merges the window into beat 0 and beat 1 of
-  the frame as they pass. The prep result must be registered in the cycle beat 0 arrives and
+* the merge (0 cycles, combinational, :func:`merge_beat`, in :class:`Deparser`): merges the
+  window into beat 0 and beat 1 of the frame as they pass. The prep result must be registered in the cycle beat 0 arrives and
   stays valid one more cycle (the next packet's prep result cannot arrive earlier, because a
   two-beat packet occupies the bus for two cycles).
 
@@ -22,6 +22,7 @@ from amaranth.hdl import Signal, Module, Cat, Mux
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from .axis import axis_signature, beat_layout, flow_signature, frame_layout, pkt_layout
 from .parser import orig_layout
 from .kit import HwEnv
 
@@ -167,51 +168,91 @@ def merge_beat(data_in, beat_index, wdata, wmask, data_width):
 
 class Deparser(wiring.Component):
     """One output copy's deparser: :class:`DeparsePrep` on the copy's PHV, then the rewrite
-    window merged into the frame's first two beats as they pass.
+    window merged into the frame's first two beats as they pass, and the beat handed on with
+    the ``user`` its output carries.
 
-    Timing contract: the copy (``copy_valid``, ``copy_phv``, ``orig``, ``extra``) enters
-    ``PREP_LATENCY`` cycles before its frame's first beat arrives on ``beat_*`` (the datapath's
-    beat delay line guarantees it; no handshake). ``active`` is 1 from the first beat to the
-    last of a frame this copy takes; ``valid``/``data`` are that beat with the window applied
-    (combinational from the beat), ``extra_out`` the copy's ``extra`` (registered with the
-    prep). Throughput: one beat per clock.
+    Ports:
 
-    Ports: ``copy_valid``, ``copy_phv`` (the pipeline's PHV layout), ``orig`` (original field
-    values, :func:`netstor.gateware.parser.orig_layout`), ``extra`` (``extra_width`` bits);
-    ``beat_valid``, ``beat_first``, ``beat_last``, ``beat_index`` (0, 1, 2 = later),
-    ``beat_data``; out ``active``, ``valid``, ``data``, ``extra_out``.
+    * ``copy`` (:func:`~.axis.flow_signature` of the PHV layout): the copy, ``PREP_LATENCY``
+      cycles before its frame's first beat arrives on ``beat`` (the data path's
+      :class:`~.delay.FrameDelay` guarantees it; no handshake); ``orig``: the parser's original
+      field values (:func:`~.parser.orig_layout`) for this copy, in the same cycle;
+    * ``beat`` (:func:`~.axis.flow_signature` of :func:`~.axis.frame_layout`): the frame;
+    * ``o`` (:func:`~.axis.axis_signature`): the beats of the frames this copy takes, with the
+      window applied (combinational from ``beat``). ``o.ready`` is not looked at: the consumer
+      must take every beat (an :class:`~.packet_buffer.EgressQueue`, or the recirculation
+      :class:`~.packet_buffer.PacketBuffer` that drops on full). Its payload by ``output``:
+
+      - ``"wire"`` (wire TX port ``port``): :func:`~.axis.pkt_layout` with ``user`` =
+        ``{own (1), host TX tuser (tx_user)}``: a host packet keeps its TX tuser on every wire
+        port, 0 for the others; ``own`` when the packet came from host TX ``port`` (input
+        ``n_ports + port``). ``own_first`` pulses at the first beat of such an own copy;
+      - ``"host"`` (host RX): :func:`~.axis.pkt_layout`, ``user`` = the wire RX tuser of a packet
+        from wire RX (inputs ``< n_ports``), else 0;
+      - ``"recirc"``: :func:`~.axis.beat_layout` of ``user_width`` bits, ``user`` =
+        ``{meta.bridge (32), meta.recirc_count + 1 (3)}`` (what the parser reads back).
+
+    Latency: ``PREP_LATENCY`` = 2 cycles from ``copy`` to the window; 0 cycles from ``beat``
+    to ``o``. Throughput: one beat per clock.
     """
 
-    def __init__(self, pipeline, *, data_width, extra_width, name="dp"):
+    def __init__(self, pipeline, *, data_width, output, user_width, n_ports=1, port=0,
+                 tx_user=17, name="dp"):
+        if output not in ("wire", "host", "recirc"):
+            raise ValueError(f"output must be 'wire', 'host' or 'recirc', not {output!r}")
         self.pipeline, self.dw, self.name = pipeline, data_width, name
-        super().__init__({
-            "copy_valid": In(1), "copy_phv": In(data.StructLayout(pipeline.phv.layout())),
-            "orig": In(orig_layout()), "extra": In(extra_width),
-            "beat_valid": In(1), "beat_first": In(1), "beat_last": In(1), "beat_index": In(2),
-            "beat_data": In(data_width),
-            "active": Out(1), "valid": Out(1), "data": Out(data_width),
-            "extra_out": Out(extra_width),
-        })
+        self.output, self.n_ports, self.port, self.tx_user = output, n_ports, port, tx_user
+        self.user_width = user_width
+        phv = data.StructLayout(pipeline.phv.layout())
+        if output == "wire":
+            out = pkt_layout(data_width, tx_user + 1)
+        elif output == "host":
+            out = pkt_layout(data_width, user_width)
+        else:
+            out = beat_layout(data_width, user_width)
+        members = {
+            "copy": In(flow_signature(phv)), "orig": In(orig_layout()),
+            "beat": In(flow_signature(frame_layout(data_width, user_width))),
+            "o": Out(axis_signature(out)),
+        }
+        if output == "wire":
+            members["own_first"] = Out(1)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
-        n = self.name
-        pv, wd, wm, pextra = DeparsePrep(self.pipeline, n).build(
-            m, self.copy_valid, self.copy_phv, self.orig, self.extra)
+        n, pl = self.name, self.pipeline
+        P = self.n_ports
+        cp = self.copy.payload
+        extra = Cat((HwEnv(pl, cp).field("meta.recirc_count") + 1)[:3],
+                    HwEnv(pl, cp).field("meta.bridge"))
+        pv, wd, wm, pextra = DeparsePrep(pl, n).build(m, self.copy.valid, cp, self.orig, extra)
+        b = self.beat.payload
+        active = Signal(name=f"{n}_active")
         active_r = Signal(name=f"{n}_active_r")
-        m.d.comb += self.active.eq(Mux(self.beat_first, pv, active_r))
-        with m.If(self.beat_valid):
-            m.d.sync += active_r.eq(self.active & ~self.beat_last)
+        m.d.comb += active.eq(Mux(b.first, pv, active_r))
+        with m.If(self.beat.valid):
+            m.d.sync += active_r.eq(active & ~b.last)
         # the prep registers move on every cycle: keep this packet's window for beat 1
         wd_hold = Signal(len(wd), name=f"{n}_wd_hold")
         wm_hold = Signal(len(wm), name=f"{n}_wm_hold")
-        with m.If(self.beat_first):
+        with m.If(b.first):
             m.d.sync += [wd_hold.eq(wd), wm_hold.eq(wm)]
+        o = self.o.payload
         m.d.comb += [
-            self.valid.eq(self.beat_valid & self.active),
-            self.data.eq(merge_beat(self.beat_data, self.beat_index,
-                                    Mux(self.beat_first, wd, wd_hold),
-                                    Mux(self.beat_first, wm, wm_hold), self.dw)),
-            self.extra_out.eq(pextra),
+            self.o.valid.eq(self.beat.valid & active),
+            o.data.eq(merge_beat(b.data, b.index, Mux(b.first, wd, wd_hold),
+                                 Mux(b.first, wm, wm_hold), self.dw)),
+            o.keep.eq(b.keep), o.last.eq(b.last),
         ]
+        if self.output == "recirc":
+            m.d.comb += o.user.eq(pextra[:35])
+        elif self.output == "wire":
+            own = b.port == P + self.port
+            from_host = (b.port >= P) & (b.port < 2 * P)
+            m.d.comb += [o.user.eq(Cat(Mux(from_host, b.user[:self.tx_user], 0), own)),
+                         o.len.eq(b.len),
+                         self.own_first.eq(b.first & active & own)]
+        else:
+            m.d.comb += [o.user.eq(Mux(b.port < P, b.user, 0)), o.len.eq(b.len)]
         return m

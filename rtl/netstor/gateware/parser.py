@@ -5,9 +5,11 @@ of the frame (the first two 512-bit beats), which always hold Ethernet, one opti
 tag, IPv4 with up to 40 bytes of options, UDP and the 32-byte application window
 (18 + 60 + 8 + 32 = 118 bytes).
 
-Input: the arbiter's beat stream (never stalled; beats of a packet on consecutive cycles).
-Output: ``phv_valid``/``phv`` and ``orig`` (the original values of every field the deparser
-may rewrite, for its incremental checksum updates).
+Ports (:class:`Parser`): ``i``, the arbiter's beat stream (:func:`~.axis.flow_signature` of
+:func:`~.axis.arb_layout`: never stalled, beats of a packet on consecutive cycles); ``o``, the
+PHV stream (:func:`~.axis.flow_signature` of the pipeline's PHV layout); ``orig``, the original
+values of every field the deparser may rewrite (for its incremental checksum updates), valid
+in the cycle the PHV is on ``o``.
 
 Latency: the PHV of a packet is valid **4 cycles** after the packet's first beat
 (``FIRST_TO_PHV``), whatever the packet's length; throughput one PHV per clock (a one-beat
@@ -26,6 +28,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from netstor.lang.phv import APP_BYTES, PARSE_ERRORS
+
+from .axis import flow_signature
 
 __all__ = ["Parser", "FIRST_TO_PHV", "orig_layout"]
 
@@ -51,15 +55,21 @@ def _bytes(value, n):
 
 
 class Parser(wiring.Component):
+    """Frame beats in (``i``), one PHV per packet out (``o``) with the original field values
+    beside it (``orig``); see the module docstring. Declares the run-time UDP port register of
+    every program with a storage header and one counter per parse error in ``csr``.
+
+    Latency: ``FIRST_TO_PHV`` = 4 cycles from a packet's first beat on ``i`` to its PHV on
+    ``o``. Throughput: one beat per clock in, one PHV per clock out.
+    """
+
     def __init__(self, pipeline, beat_layout, csr):
         self.pipeline = pipeline
         self._csr = csr
         self._beat_layout = beat_layout
         super().__init__({
-            "i_valid": In(1),
-            "i": In(beat_layout),
-            "phv_valid": Out(1),
-            "phv": Out(data.StructLayout(pipeline.phv.layout())),
+            "i": In(flow_signature(beat_layout)),
+            "o": Out(flow_signature(data.StructLayout(pipeline.phv.layout()))),
             "orig": Out(orig_layout()),
         })
         # run-time UDP ports of the programs with a storage header
@@ -77,15 +87,16 @@ class Parser(wiring.Component):
         m = Module()
         pl = self.pipeline
         P = pl.n_ports
-        i = self.i
+        i = self.i.payload
+        i_valid = self.i.valid
         dw = len(i.data)
         nbytes = dw // 8
 
         # ---- R0: first beat ------------------------------------------------------------
         in_pkt = Signal()
-        with m.If(self.i_valid):
+        with m.If(i_valid):
             m.d.sync += in_pkt.eq(~i.last)
-        first = self.i_valid & ~in_pkt
+        first = i_valid & ~in_pkt
 
         def masked(d, keep):
             return Cat(*[Mux(keep[b], d[8 * b:8 * b + 8], 0) for b in range(len(keep))])
@@ -100,7 +111,7 @@ class Parser(wiring.Component):
             m.d.sync += [w0.eq(masked(i.data, i.keep)), w0_last.eq(i.last), s0_len.eq(i.len),
                          s0_port.eq(i.port), s0_user.eq(i.user), s0_arrival.eq(arrival)]
         second = Signal(dw)
-        m.d.comb += second.eq(Mux(~w0_last & self.i_valid, masked(i.data, i.keep), 0))
+        m.d.comb += second.eq(Mux(~w0_last & i_valid, masked(i.data, i.keep), 0))
         window = Cat(w0, second)
         B = _bytes(window, 2 * nbytes)
         if len(B) < 128:
@@ -241,7 +252,7 @@ class Parser(wiring.Component):
             orig.sport.eq(_be(L4[0:2])), orig.dport.eq(dport), orig.udp_csum.eq(_be(L4[6:8])),
             orig.app.eq(_be(L4[8:40])),
         ]
-        m.d.sync += [self.phv_valid.eq(r2["valid"]), self.phv.eq(phv), self.orig.eq(orig)]
+        m.d.sync += [self.o.valid.eq(r2["valid"]), self.o.payload.eq(phv), self.orig.eq(orig)]
         for name, code in ERR.items():
             m.d.comb += self.err_ctr[name].eq(r2["valid"] & (parse_error == code))
         return m

@@ -19,9 +19,12 @@ write in its t0 cycle) with a host port following the :class:`~netstor.gateware.
 protocol (``mc_*``): a write lands in the first cycle of the request, ``ack`` two cycles later;
 a read's ``rdata`` is valid in the ``ack`` cycle.
 
-Outputs (all at t1, combinational from t1 registers): ``o_valid`` (a packet is at t1),
-``copy_valid[q]``, ``copy_rid[q]``, ``recirc_valid`` and the four counter pulses. The data
-path registers each copy together with the packet's PHV (``TM_LATENCY`` = 2 in total).
+:class:`TrafficManager` is that decision on the TM fields alone (``i``: a
+:func:`~.axis.flow_signature` of :func:`request_layout`; ``o`` at t1, combinational from t1
+registers: ``copies`` (one bit per output, 0 when no packet is at t1), ``rids``, ``recirc``;
+``cnt``: the four counter pulses). :class:`Replicator` is the block the data path uses: it
+takes the PHV stream, makes the copies as registered PHV streams (egress port and rid set,
+``TM_LATENCY`` = 2 cycles in total) and declares the multicast table and the counters.
 """
 
 from __future__ import annotations
@@ -31,66 +34,87 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["TrafficManager"]
+from .axis import flow_signature
+from .csr import memory_port_signature
+from .kit import HwEnv
+
+__all__ = ["TrafficManager", "Replicator", "TM_LATENCY", "request_layout", "decision_layout",
+           "counter_layout"]
+
+#: cycles from a PHV entering :class:`Replicator` to its copies leaving it
+TM_LATENCY = 2
+
+
+def request_layout(group_width=8, port_width=4, count_width=3):
+    """The TM fields of one packet: ``drop``, ``recirc``, ``clone``, ``group``
+    (``meta.mcast_group``), ``egress_port``, ``recirc_count``."""
+    return data.StructLayout({"drop": 1, "recirc": 1, "clone": 1, "group": group_width,
+                              "egress_port": port_width, "recirc_count": count_width})
+
+
+def decision_layout(n_outputs, rid_width=16):
+    """Which copies to make: ``copies`` (bit ``q`` = a copy to output ``q``), ``rids``
+    (``rids[q]``: the copy's rid), ``recirc`` (the recirculation copy)."""
+    return data.StructLayout({"copies": n_outputs,
+                              "rids": data.ArrayLayout(rid_width, n_outputs), "recirc": 1})
+
+
+def counter_layout():
+    """The traffic manager's counter pulses."""
+    return data.StructLayout({"drop": 1, "mcast_empty": 1, "bad_port": 1, "recirc_limit": 1})
 
 
 class TrafficManager(wiring.Component):
+    """The copy decision of the module docstring on the TM fields of one packet.
+
+    Ports: ``i`` (:func:`~.axis.flow_signature` of :func:`request_layout`, at t0); ``mc``
+    (the multicast table's host port, :func:`~.csr.memory_port_signature`); ``o``
+    (:func:`~.axis.flow_signature` of :func:`decision_layout`, at t1); ``cnt``
+    (:func:`counter_layout` pulses, at t1).
+
+    Latency: 1 cycle (t0 -> t1). Throughput: one decision per clock.
+    """
+
     def __init__(self, n_outputs, mcast_groups, max_recirc, *, group_width=8, port_width=4,
                  count_width=3, rid_width=16):
         self.n_outputs, self.mcast_groups, self.max_recirc = n_outputs, mcast_groups, max_recirc
         self.rid_width = rid_width
         self.entry_width = n_outputs + rid_width * n_outputs
-        abits = max(1, (mcast_groups - 1).bit_length())
         super().__init__({
-            "i_valid": In(1),
-            "i_drop": In(1),
-            "i_recirc": In(1),
-            "i_clone": In(1),
-            "i_group": In(group_width),
-            "i_egress_port": In(port_width),
-            "i_recirc_count": In(count_width),
+            "i": In(flow_signature(request_layout(group_width, port_width, count_width))),
             # host access to the multicast table (MemoryPort protocol)
-            "mc_req": In(1),
-            "mc_we": In(1),
-            "mc_addr": In(abits),
-            "mc_wdata": In(self.entry_width),
-            "mc_ack": Out(1),
-            "mc_rdata": Out(self.entry_width),
+            "mc": In(memory_port_signature(self.entry_width, mcast_groups)),
             # decision, at t1
-            "o_valid": Out(1),
-            "copy_valid": Out(n_outputs),
-            "copy_rid": Out(data.ArrayLayout(rid_width, n_outputs)),
-            "recirc_valid": Out(1),
-            "cnt_drop": Out(1),
-            "cnt_mcast_empty": Out(1),
-            "cnt_bad_port": Out(1),
-            "cnt_recirc_limit": Out(1),
+            "o": Out(flow_signature(decision_layout(n_outputs, rid_width))),
+            "cnt": Out(counter_layout()),
         })
 
     def elaborate(self, platform):
         m = Module()
         nout, rw = self.n_outputs, self.rid_width
+        req, dec = self.i.payload, self.o.payload
+        mc_port = self.mc
         mc = Memory(shape=self.entry_width, depth=self.mcast_groups, init=[])
         m.submodules.mcast = mc
         mc_rp, mc_wp, mc_hp = mc.read_port(), mc.write_port(), mc.read_port()
         gbits = max(1, (self.mcast_groups - 1).bit_length())
-        m.d.comb += [mc_rp.addr.eq(self.i_group[:gbits]), mc_rp.en.eq(1)]
+        m.d.comb += [mc_rp.addr.eq(req.group[:gbits]), mc_rp.en.eq(1)]
         mpend = Signal()
-        m.d.comb += [mc_wp.addr.eq(self.mc_addr), mc_wp.data.eq(self.mc_wdata),
-                     mc_wp.en.eq(self.mc_req & self.mc_we & ~self.mc_ack),
-                     mc_hp.addr.eq(self.mc_addr), mc_hp.en.eq(1),
-                     self.mc_rdata.eq(mc_hp.data)]
-        m.d.sync += [mpend.eq(self.mc_req & ~mpend & ~self.mc_ack), self.mc_ack.eq(mpend)]
+        m.d.comb += [mc_wp.addr.eq(mc_port.addr), mc_wp.data.eq(mc_port.wdata),
+                     mc_wp.en.eq(mc_port.req & mc_port.we & ~mc_port.ack),
+                     mc_hp.addr.eq(mc_port.addr), mc_hp.en.eq(1),
+                     mc_port.rdata.eq(mc_hp.data)]
+        m.d.sync += [mpend.eq(mc_port.req & ~mpend & ~mc_port.ack), mc_port.ack.eq(mpend)]
 
         # t1 registers
         valid = Signal()
         drop, recirc, clone = Signal(), Signal(), Signal()
-        group = Signal.like(self.i_group)
-        egp = Signal.like(self.i_egress_port)
-        count = Signal.like(self.i_recirc_count)
-        m.d.sync += [valid.eq(self.i_valid), drop.eq(self.i_drop), recirc.eq(self.i_recirc),
-                     clone.eq(self.i_clone), group.eq(self.i_group),
-                     egp.eq(self.i_egress_port), count.eq(self.i_recirc_count)]
+        group = Signal.like(req.group)
+        egp = Signal.like(req.egress_port)
+        count = Signal.like(req.recirc_count)
+        m.d.sync += [valid.eq(self.i.valid), drop.eq(req.drop), recirc.eq(req.recirc),
+                     clone.eq(req.clone), group.eq(req.group),
+                     egp.eq(req.egress_port), count.eq(req.recirc_count)]
         entry = mc_rp.data
         in_range_group = group < self.mcast_groups
         mask = Signal(nout)
@@ -108,14 +132,68 @@ class TrafficManager(wiring.Component):
         limit = count >= self.max_recirc
         rc = want_rc & ~limit
         m.d.comb += [
-            self.o_valid.eq(valid),
-            self.copy_valid.eq(Mux(valid, mask, 0)),
-            self.recirc_valid.eq(valid & rc),
-            self.cnt_drop.eq(valid & drop),
-            self.cnt_mcast_empty.eq(valid & ~drop & ~recirc & (group != 0) & (mask == 0)),
-            self.cnt_bad_port.eq(valid & ~drop & ~recirc & (group == 0) & (egp >= nout)),
-            self.cnt_recirc_limit.eq(valid & want_rc & limit),
+            self.o.valid.eq(valid),
+            dec.copies.eq(Mux(valid, mask, 0)),
+            dec.recirc.eq(valid & rc),
+            self.cnt.drop.eq(valid & drop),
+            self.cnt.mcast_empty.eq(valid & ~drop & ~recirc & (group != 0) & (mask == 0)),
+            self.cnt.bad_port.eq(valid & ~drop & ~recirc & (group == 0) & (egp >= nout)),
+            self.cnt.recirc_limit.eq(valid & want_rc & limit),
         ]
         for q in range(nout):
-            m.d.comb += self.copy_rid[q].eq(rids[q])
+            m.d.comb += dec.rids[q].eq(rids[q])
+        return m
+
+
+class Replicator(wiring.Component):
+    """The traffic manager as the data path sees it: PHVs in, the copies out.
+
+    Ports: ``i`` (the PHV stream after the last ingress stage, :func:`~.axis.flow_signature`);
+    ``copy[q]`` (one per output ``q``: the packet's PHV with ``meta.egress_port = q`` and
+    ``meta.rid`` set, valid when :class:`TrafficManager` makes that copy); ``recirc`` (the
+    recirculation copy, PHV unchanged); ``mc`` (the multicast table's host port, connect it
+    to ``csr``'s ``tm.mcast`` memory); ``cnt`` (the counter pulses, :func:`counter_layout`).
+
+    Latency: ``TM_LATENCY`` = 2 cycles (the decision at t1, the copies registered at t2).
+    Throughput: one PHV per clock in; up to ``n_outputs + 1`` copies of it per clock out.
+    """
+
+    def __init__(self, pipeline):
+        pl = self.pipeline = pipeline
+        nout = pl.n_outputs
+        phv = flow_signature(data.StructLayout(pl.phv.layout()))
+        self.tm = TrafficManager(nout, pl.mcast_groups, pl.max_recirc,
+                                 group_width=pl.field_width("meta.mcast_group"),
+                                 port_width=pl.field_width("meta.egress_port"),
+                                 count_width=pl.field_width("meta.recirc_count"))
+        super().__init__({
+            "i": In(phv),
+            "mc": In(memory_port_signature(self.tm.entry_width, pl.mcast_groups)),
+            "copy": Out(phv).array(nout),
+            "recirc": Out(phv),
+            "cnt": Out(counter_layout()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        pl, tm = self.pipeline, self.tm
+        m.submodules.tm = tm
+        f = HwEnv(pl, self.i.payload).field
+        m.d.comb += [
+            tm.i.valid.eq(self.i.valid), tm.i.payload.drop.eq(f("meta.drop")),
+            tm.i.payload.recirc.eq(f("meta.recirc")), tm.i.payload.clone.eq(f("meta.clone")),
+            tm.i.payload.group.eq(f("meta.mcast_group")),
+            tm.i.payload.egress_port.eq(f("meta.egress_port")),
+            tm.i.payload.recirc_count.eq(f("meta.recirc_count")),
+            self.cnt.eq(tm.cnt),
+        ]
+        wiring.connect(m, wiring.flipped(self.mc), tm.mc)
+        t1_phv = Signal(data.StructLayout(pl.phv.layout()))
+        m.d.sync += t1_phv.eq(self.i.payload)
+        for q, copy in enumerate(self.copy):
+            e = HwEnv(pl, copy.payload).field
+            m.d.sync += [copy.valid.eq(tm.o.payload.copies[q]), copy.payload.eq(t1_phv)]
+            m.d.sync += [e("meta.egress_port").eq(q), e("meta.rid").eq(tm.o.payload.rids[q])]
+        m.d.sync += [self.recirc.valid.eq(tm.o.payload.recirc),
+                     self.recirc.payload.eq(t1_phv)]
         return m

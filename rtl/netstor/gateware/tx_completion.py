@@ -68,7 +68,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["TxCompletions"]
+from .axis import axis_signature, beat_layout, frame_layout, pkt_layout, tap_signature
+
+__all__ = ["TxCompletions", "CompletionEvents", "CompletionSynth", "TxStartGate"]
 
 
 class TxCompletions(wiring.Component):
@@ -259,4 +261,118 @@ class CompletionEvents(wiring.Component):
                 with m.Else():
                     m.d.comb += lost[i].eq(1)
         m.d.comb += self.lost.eq(lost.any())
+        return m
+
+
+class CompletionSynth(wiring.Component):
+    """The synthesised completions of host TX port ``port`` (input ``n_ports + port``): which
+    of its packets get no completion from their own port's MAC, and their tags.
+
+    Ports (``tap_*``: :func:`~.axis.tap_signature`, watched, not consumed):
+
+    * ``host_in``: the host TX input stream (``tx_user`` bits of tuser, tag at ``[16:1]``);
+      the tag of its latest first beat is kept for ``host_drop``;
+    * ``host_drop``: the input buffer dropped a host packet (runt or oversize) -> event (c);
+    * ``beat``: the delayed frame (:func:`~.axis.frame_layout`) entering the deparsers, and
+      ``own_copy``: the wire deparser of ``port`` takes this packet as its own copy. A first
+      beat from the host port without ``own_copy`` -> event (a), the packet leaves the
+      pipeline without a copy to its own wire port;
+    * ``queue``: the stream into the wire egress queue of ``port`` (user = ``{own, tx tuser}``)
+      and ``queue_drop``: that queue's ``drop_full`` pulse (one cycle after the refused first
+      beat). A drop of an own packet -> event (b), with the tag of the packet whose first beat
+      the queue saw last;
+    * ``o``: the tags to synthesise a completion for (to :class:`TxCompletions`' ``synth``);
+      ``lost``: an event found its slot still pending (:class:`CompletionEvents`).
+
+    Latency: 1 cycle from an event to ``o.valid`` (event (b): 2 cycles from the first beat).
+    Throughput: one event per source per clock while ``o`` is taken.
+    """
+
+    def __init__(self, *, n_ports, port, data_width=512, user_width=97, tx_user=17,
+                 tag_width=16):
+        self.n_ports, self.port, self.tx_user = n_ports, port, tx_user
+        self.tag_width = tag_width
+        super().__init__({
+            "host_in": In(tap_signature(beat_layout(data_width, tx_user))),
+            "host_drop": In(1),
+            "beat": In(tap_signature(frame_layout(data_width, user_width))),
+            "own_copy": In(1),
+            "queue": In(tap_signature(pkt_layout(data_width, tx_user + 1))),
+            "queue_drop": In(1),
+            "o": Out(stream.Signature(tag_width)),
+            "lost": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        tw, k = self.tag_width, self.n_ports + self.port
+        src = self.host_in
+        tag_in = Signal(tw, name="host_first_tag")
+        src_in = Signal(name="host_in_pkt")
+        with m.If(src.valid & src.ready):
+            m.d.sync += src_in.eq(~src.payload.last)
+            with m.If(~src_in):
+                m.d.sync += tag_in.eq(src.payload.user[1:1 + tw])
+        b = self.beat.payload
+        b_first = self.beat.valid & b.first
+        # the queue's drop pulse comes one cycle after the first beat it refused; remember the
+        # tag and ownership of the packet whose first beat it saw last
+        q_tag = Signal(tw, name="queue_tag")
+        q_own = Signal(name="queue_own")
+        with m.If(self.queue.valid & b_first):
+            m.d.sync += [q_tag.eq(self.queue.payload.user[1:1 + tw]),
+                         q_own.eq(self.queue.payload.user[self.tx_user])]
+        events = [
+            # (a) leaves the pipeline without a copy to its own wire port
+            (b_first & (b.port == k) & ~self.own_copy, b.user[1:1 + tw]),
+            # (b) its own-port copy found the egress queue full
+            (self.queue_drop & q_own, q_tag),
+            # (c) dropped by its input buffer (runt or oversize)
+            (self.host_drop, tag_in),
+        ]
+        ce = m.submodules.events = CompletionEvents(len(events), tw)
+        for i, (ev, tag) in enumerate(events):
+            m.d.comb += [ce.ev[i].eq(ev), ce.tag[i].eq(tag)]
+        wiring.connect(m, ce.o, wiring.flipped(self.o))
+        m.d.comb += self.lost.eq(ce.lost)
+        return m
+
+
+class TxStartGate(wiring.Component):
+    """Between a wire TX egress queue and the MAC: holds a packet's first beat until
+    :class:`TxCompletions` can record it, and reports the record.
+
+    Ports: ``i`` -> ``o`` (:func:`~.axis.axis_signature` of :func:`~.axis.pkt_layout` with
+    ``user = {own (1), tx tuser}``), passed through except that a first beat is neither offered
+    on ``o`` nor taken from ``i`` while ``start_ready`` is low; ``start`` pulses when a first
+    beat transfers on ``o``, with ``own`` and ``tag`` (``user[16:1]``) of that packet (to
+    ``TxCompletions.tx_start/tx_own/tx_tag``, ``start_ready`` from ``tx_start_ready``).
+
+    Latency: 0 cycles (combinational; one ``in packet`` register). Throughput: one beat per
+    clock.
+    """
+
+    def __init__(self, *, data_width=512, tx_user=17, tag_width=16):
+        self.tx_user, self.tag_width = tx_user, tag_width
+        layout = pkt_layout(data_width, tx_user + 1)
+        super().__init__({
+            "i": In(axis_signature(layout)), "o": Out(axis_signature(layout)),
+            "start": Out(1), "own": Out(1), "tag": Out(tag_width), "start_ready": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o = self.i, self.o
+        in_pkt = Signal()
+        start_ok = in_pkt | self.start_ready
+        fire = i.valid & start_ok & o.ready
+        with m.If(fire):
+            m.d.sync += in_pkt.eq(~i.payload.last)
+        m.d.comb += [
+            o.valid.eq(i.valid & start_ok), o.payload.eq(i.payload),
+            i.ready.eq(o.ready & start_ok),
+            self.start.eq(fire & ~in_pkt),
+            self.own.eq(i.payload.user[self.tx_user]),
+            self.tag.eq(i.payload.user[1:1 + self.tag_width]),
+        ]
         return m
