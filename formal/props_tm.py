@@ -14,12 +14,12 @@ a write to group ``g`` is pending, a packet looking up ``g`` may see the old or 
 Asserted for every packet (one per clock), at the TM output one cycle after its input, from
 ``docs/dataplane-spec.md``:
 
-* copies (``copy_valid`` bits and ``recirc_valid``) and counter pulses are all 0 without a
+* copies (``o.payload.copies`` bits and ``o.payload.recirc``) and counter pulses are all 0 without a
   packet;
 * ``drop``: no copy at all, ``tm.drop`` pulses;
 * ``recirc``: exactly the recirculation copy (or, at ``recirc_count == max_recirc``, none and
   ``tm.recirc_limit``);
-* multicast: ``copy_valid`` = the group's port bitmap (so exactly ``popcount`` copies), each
+* multicast: ``o.payload.copies`` = the group's port bitmap (so exactly ``popcount`` copies), each
   copy's rid = the group's rid for its port; an empty or unknown group gives none and
   ``tm.mcast_empty``;
 * unicast: exactly one copy, to ``egress_port``, rid 0; a port ``>= n_outputs`` gives none and
@@ -61,7 +61,7 @@ def tm_harness_ports(dut):
     return {
         "valid": In(1), "drop": In(1), "recirc": In(1), "clone": In(1), "group": In(8),
         "egp": In(4), "count": In(3),
-        "h_start": In(1), "h_we": In(1), "h_addr": In(len(dut.mc_addr)),
+        "h_start": In(1), "h_we": In(1), "h_addr": In(len(dut.mc.addr)),
         "h_wdata": In(dut.entry_width),
     }
 
@@ -78,10 +78,10 @@ class TmProps(wiring.Component):
         m.submodules.dut = mod
         started = _started(m)
         ew = dut.entry_width
-        m.d.comb += [dut.i_valid.eq(self.valid), dut.i_drop.eq(self.drop),
-                     dut.i_recirc.eq(self.recirc), dut.i_clone.eq(self.clone),
-                     dut.i_group.eq(self.group), dut.i_egress_port.eq(self.egp),
-                     dut.i_recirc_count.eq(self.count)]
+        m.d.comb += [dut.i.valid.eq(self.valid), dut.i.payload.drop.eq(self.drop),
+                     dut.i.payload.recirc.eq(self.recirc), dut.i.payload.clone.eq(self.clone),
+                     dut.i.payload.group.eq(self.group), dut.i.payload.egress_port.eq(self.egp),
+                     dut.i.payload.recirc_count.eq(self.count)]
         mem = mod.submodules.mcast
         cells = []
         for g in range(G):
@@ -91,33 +91,33 @@ class TmProps(wiring.Component):
 
         # ---- host driver -------------------------------------------------------------------
         req, we = Signal(), Signal()
-        addr, wdata = Signal.like(dut.mc_addr), Signal(ew)
+        addr, wdata = Signal.like(dut.mc.addr), Signal(ew)
         with m.If(~req):
             with m.If(self.h_start):
                 m.d.sync += [req.eq(1), we.eq(self.h_we), addr.eq(self.h_addr),
                              wdata.eq(self.h_wdata)]
-        with m.Elif(dut.mc_ack):
+        with m.Elif(dut.mc.ack):
             m.d.sync += req.eq(0)
-        m.d.comb += [dut.mc_req.eq(req), dut.mc_we.eq(we), dut.mc_addr.eq(addr),
-                     dut.mc_wdata.eq(wdata), Assume(self.h_addr < G)]
+        m.d.comb += [dut.mc.req.eq(req), dut.mc.we.eq(we), dut.mc.addr.eq(addr),
+                     dut.mc.wdata.eq(wdata), Assume(self.h_addr < G)]
 
         # ---- model of the table --------------------------------------------------------------
         tbl = [Signal(ew, name=f"tbl{g}") for g in range(G)]
         pend_w = Signal()
         m.d.comb += pend_w.eq(req & we)
-        with m.If(pend_w & dut.mc_ack):
+        with m.If(pend_w & dut.mc.ack):
             for g in range(G):
                 with m.If(addr == g):
                     m.d.sync += tbl[g].eq(wdata)
         for g in range(G):
             m.d.comb += Assert((cells[g] == tbl[g]) | (pend_w & (addr == g)
                                                        & (cells[g] == wdata)))
-        m.d.comb += Assert(~dut.mc_ack | req)
+        m.d.comb += Assert(~dut.mc.ack | req)
         rd_exp = Signal(ew)
         for g in range(G):
             with m.If(addr == g):
                 m.d.comb += rd_exp.eq(tbl[g])
-        m.d.comb += Assert(~(dut.mc_ack & ~we) | (dut.mc_rdata == rd_exp))
+        m.d.comb += Assert(~(dut.mc.ack & ~we) | (dut.mc.rdata == rd_exp))
 
         # ---- spec, evaluated at the input for the old and the new entry ------------------------
         e_old, e_new = Signal(ew), Signal(ew)
@@ -159,13 +159,13 @@ class TmProps(wiring.Component):
             m.d.sync += [mask1[t].eq(x[t][0]), rids1[t].eq(x[t][1])]
 
         # ---- assertions at the output -------------------------------------------------------
-        cv, rv = dut.copy_valid, dut.recirc_valid
+        cv, rv = dut.o.payload.copies, dut.o.payload.recirc
         ncopies = Signal(range(n + 2))
         m.d.comb += ncopies.eq(popcount(cv, n) + rv)
         m.d.comb += [
-            Assert(dut.o_valid == v1),
-            Assert(v1 | ((cv == 0) & ~rv & ~dut.cnt_drop & ~dut.cnt_mcast_empty
-                         & ~dut.cnt_bad_port & ~dut.cnt_recirc_limit)),
+            Assert(dut.o.valid == v1),
+            Assert(v1 | ((cv == 0) & ~rv & ~dut.cnt.drop & ~dut.cnt.mcast_empty
+                         & ~dut.cnt.bad_port & ~dut.cnt.recirc_limit)),
         ]
         ok = {}
         exp_count = {}
@@ -173,25 +173,25 @@ class TmProps(wiring.Component):
             ok_t = Signal(name=f"ok_{t}")
             cnt_t = Signal(range(n + 2), name=f"exp_count_{t}")
             m.d.comb += cnt_t.eq(popcount(mask1[t], n) + r["rc"])
-            rid_ok = Cat(*[~cv[q] | (dut.copy_rid[q] == Mux(r["mcast"],
+            rid_ok = Cat(*[~cv[q] | (dut.o.payload.rids[q] == Mux(r["mcast"],
                                                              rids1[t][rw * q:rw * q + rw], 0))
                            for q in range(n)]).all()
             empty = r["empty"] if t == "old" else r["empty_new"]
             m.d.comb += ok_t.eq((cv == mask1[t]) & rid_ok & (ncopies == cnt_t)
-                                & (dut.cnt_mcast_empty == empty))
+                                & (dut.cnt.mcast_empty == empty))
             ok[t], exp_count[t] = ok_t, cnt_t
         primary = Signal(3)
-        m.d.comb += primary.eq(dut.cnt_drop + dut.cnt_mcast_empty + dut.cnt_bad_port
+        m.d.comb += primary.eq(dut.cnt.drop + dut.cnt.mcast_empty + dut.cnt.bad_port
                                + (cv != 0) + r["rcpath"])
         with m.If(v1):
             m.d.comb += [
                 Assert(ok["old"] | ok["new"]),
-                Assert(dut.cnt_drop == r["drop"]),
-                Assert(dut.cnt_bad_port == r["bad"]),
+                Assert(dut.cnt.drop == r["drop"]),
+                Assert(dut.cnt.bad_port == r["bad"]),
                 Assert(rv == r["rc"]),
-                Assert(dut.cnt_recirc_limit == r["limit"]),
+                Assert(dut.cnt.recirc_limit == r["limit"]),
                 Assert(primary == 1),
-                Assert((rv + dut.cnt_recirc_limit) == r["want_rc"]),
+                Assert((rv + dut.cnt.recirc_limit) == r["want_rc"]),
                 Assert(~r["drop"] | ((cv == 0) & ~rv)),
                 Assert(~r["rcpath"] | (cv == 0)),
             ]
@@ -213,6 +213,6 @@ class TmProps(wiring.Component):
             Cover(started & v1 & r["limit"]),
             Cover(started & v1 & r["bad"]),
             Cover(started & v1 & r["mcast"] & ~ok["old"] & ok["new"]),   # sees a fresh write
-            Cover(started & dut.mc_ack & ~we & (dut.mc_rdata != 0)),
+            Cover(started & dut.mc.ack & ~we & (dut.mc.rdata != 0)),
         ]
         return m

@@ -87,21 +87,21 @@ class TmEquivProps(wiring.Component):
         _started(m)
         fld = {"drop": self.drop, "recirc": self.recirc, "clone": self.clone,
                "group": self.group, "egp": self.egp, "count": self.count}
-        m.d.comb += [dut.i_valid.eq(self.valid), dut.i_drop.eq(self.drop),
-                     dut.i_recirc.eq(self.recirc), dut.i_clone.eq(self.clone),
-                     dut.i_group.eq(self.group), dut.i_egress_port.eq(self.egp),
-                     dut.i_recirc_count.eq(self.count)]
+        m.d.comb += [dut.i.valid.eq(self.valid), dut.i.payload.drop.eq(self.drop),
+                     dut.i.payload.recirc.eq(self.recirc), dut.i.payload.clone.eq(self.clone),
+                     dut.i.payload.group.eq(self.group), dut.i.payload.egress_port.eq(self.egp),
+                     dut.i.payload.recirc_count.eq(self.count)]
         # host requests (MemoryPort protocol), the same to both; each side has its own ack
         req, we = Signal(), Signal()
-        addr, wdata = Signal.like(dut.mc_addr), Signal(dut.entry_width)
+        addr, wdata = Signal.like(dut.mc.addr), Signal(dut.entry_width)
         with m.If(~req):
             with m.If(self.h_start):
                 m.d.sync += [req.eq(1), we.eq(self.h_we), addr.eq(self.h_addr),
                              wdata.eq(self.h_wdata)]
-        with m.Elif(dut.mc_ack):
+        with m.Elif(dut.mc.ack):
             m.d.sync += req.eq(0)
-        m.d.comb += [dut.mc_req.eq(req), dut.mc_we.eq(we), dut.mc_addr.eq(addr),
-                     dut.mc_wdata.eq(wdata), Assume(self.h_addr < G)]
+        m.d.comb += [dut.mc.req.eq(req), dut.mc.we.eq(we), dut.mc.addr.eq(addr),
+                     dut.mc.wdata.eq(wdata), Assume(self.h_addr < G)]
         rport = {"req": req, "we": we, "addr": addr, "wdata": wdata,
                  "ack": Signal(name="ref_ack"), "rdata": Signal(dut.entry_width)}
         cvs, crids, rv, ctr, ref_mem = reference_tm(m, n, G, self.maxr, self.valid, fld,
@@ -110,21 +110,21 @@ class TmEquivProps(wiring.Component):
         # the data path's copy registers behind the component
         for q in range(n):
             cv, rid = Signal(name=f"new_copy{q}_valid"), Signal(16, name=f"new_copy{q}_rid")
-            m.d.sync += [cv.eq(dut.copy_valid[q]), rid.eq(dut.copy_rid[q])]
+            m.d.sync += [cv.eq(dut.o.payload.copies[q]), rid.eq(dut.o.payload.rids[q])]
             # rids compared where a copy exists (an unknown group >= a non-power-of-2 depth
             # reads beyond the memory: undefined in both, and never used)
             m.d.comb += [Assert(cv == cvs[q]), Assert(~cv | (rid == crids[q]))]
         nrv = Signal()
-        m.d.sync += nrv.eq(dut.recirc_valid)
+        m.d.sync += nrv.eq(dut.o.payload.recirc)
         m.d.comb += [
             Assert(nrv == rv),
-            Assert(dut.cnt_drop == ctr["drop"]),
-            Assert(dut.cnt_mcast_empty == ctr["mcast_empty"]),
-            Assert(dut.cnt_bad_port == ctr["bad_port"]),
-            Assert(dut.cnt_recirc_limit == ctr["recirc_limit"]),
-            Assert(dut.mc_ack == rport["ack"]),
+            Assert(dut.cnt.drop == ctr["drop"]),
+            Assert(dut.cnt.mcast_empty == ctr["mcast_empty"]),
+            Assert(dut.cnt.bad_port == ctr["bad_port"]),
+            Assert(dut.cnt.recirc_limit == ctr["recirc_limit"]),
+            Assert(dut.mc.ack == rport["ack"]),
             # rdata only matters with ack (a read port register has no power-up value)
-            Assert(~dut.mc_ack | (dut.mc_rdata == rport["rdata"])),
+            Assert(~dut.mc.ack | (dut.mc.rdata == rport["rdata"])),
         ]
         mem = mod.submodules.mcast
         for g in range(G):

@@ -31,6 +31,17 @@ VERSION = (0, 1)
 
 
 class NetstorCore(wiring.Component):
+    """The exported top (see the module docstring for its ports, which are flat on purpose:
+    the generated ``mqnic_app_block`` wrapper instantiates it by these names). Composes the
+    :class:`~.datapath.Datapath`, the control block (:class:`~.csr.AxiLiteCsr`), the TX
+    completion tracker (:class:`~.tx_completion.TxCompletions`) and one
+    :class:`~.tx_completion.TxStartGate` per wire TX port, and unpacks/packs each port's
+    lane of Corundum's vectors.
+
+    Latency: the data path's (``datapath.latency`` cycles header path, plus buffering);
+    the gates add none. Throughput: one 512-bit beat per clock through the pipeline.
+    """
+
     def __init__(self, pipeline, *, addr_width=24, **datapath_kw):
         self.pipeline = pipeline
         P = self.P = pipeline.n_ports
