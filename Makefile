@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: all venv rtl test test-fast formal bench demo clean distclean
+.PHONY: all venv rtl test test-fast formal bench eval demo clean distclean
 
 all: rtl
 
@@ -56,6 +56,13 @@ formal: $(EDITABLE)
 bench: rtl
 	$(PY) -m netstor.bench --out build/bench
 	$(PY) -m netstor.experiments --out build/bench
+
+# the papers' figures in the virtual-time simulator (headline subset, <= 30 min on 2 cores):
+# build/eval/report.md, summary.json, one PNG per figure. EVAL_FLAGS: e.g. --scale full
+# --executor tcp://scheduler:8786 (a Dask cluster), --only netrs
+EVAL_FLAGS ?=
+eval: rtl
+	$(PY) -m netstor.evaluation --out build/eval $(EVAL_FLAGS)
 
 # the rack on one machine (needs root): storage servers and clients in network namespaces,
 # every packet through the switch (golden model); `make demo-rtl`: the cocotb core demo

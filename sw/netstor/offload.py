@@ -50,12 +50,20 @@ class Offload:
       socket, request header and reply header.
     * ``schemes``: ``{scheme name: netstor.agent.schemes.Scheme subclass}`` it adds to
       ``netstor-load``.
+    * ``sim_schemes``: ``{scheme name: netstor.cluster.scheme.SimScheme subclass}`` it adds
+      to the cluster simulator (:mod:`netstor.cluster`): what a simulated client does per
+      request (destination, offload header, copies) and any logic on extra hosts.
     * ``demo``: ``f(rack, workdir, rate=, duration=) -> (result dict, line)``, one
       ``make demo`` step on the running rack.
     * ``frame_costs``: ``f(rack, timer) -> {frame kind: us}``, the model switch's cost of its
       frames (``netstor.testbed.framecost``).
     * ``experiments``: ``(module, result file name)`` pairs; each module's ``main(argv)`` takes
       ``--out FILE``; ``make bench`` runs them all (``python -m netstor.experiments``).
+    * ``evaluation``: its part of ``make eval`` (:mod:`netstor.evaluation`): an object with
+      ``name``, ``tasks(scale, seed) -> [netstor.evaluation.runner.Task]`` (the simulation
+      runs, each a ``"module:function"`` and keyword arguments) and ``summarise(results,
+      out_dir, scale=) -> netstor.evaluation.report.Section`` (its summary, report section and
+      plots).
     * ``cocotb``: ``(cocotb module, test)`` pairs run on the shared Verilator build of the
       whole core against the golden model (``sim/test_core.py``).
     """
@@ -69,9 +77,11 @@ class Offload:
     wire: str | None = None
     codec: str | None = None
     schemes: str | None = None
+    sim_schemes: str | None = None
     demo: str | None = None
     frame_costs: str | None = None
     experiments: tuple = ()
+    evaluation: str | None = None
     cocotb: tuple = ()
 
     def __post_init__(self):

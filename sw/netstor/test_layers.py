@@ -35,7 +35,8 @@ LAYERS = [
     ["netstor.compiler"],
     ["netstor.agent"],
     ["netstor.testbed", "netstor.controller"],
-    ["netstor.cli", "netstor.experiments"],
+    ["netstor.cluster"],
+    ["netstor.cli", "netstor.experiments", "netstor.evaluation"],
     ["netstor.offloads.*"],
 ]
 
