@@ -4,18 +4,23 @@ Pure Python integers, the same fixed-point arithmetic as the DSLX (see ``hls/REA
 
 * ``q``, ``T``, ``R`` (and ``q_hat``, the C3 score): unsigned fixed point with 4 fractional
   bits (UQ12.4 inputs, 16 bits; raw integer = value * 16);
-* ``os`` (outstanding requests) and ``n`` (the C3 ``os`` multiplier, number of selectors):
-  8-bit integers;
+* ``os`` (outstanding requests): 8-bit integer;
+* ``n`` (the C3 ``os`` multiplier, the number of independent selectors): an 8-bit code
+  (:func:`n_code` / :func:`n_value`): codes 0..127 are the value itself, ``1eeemmmm`` is
+  ``(16 + m) << (e + 3)`` (128..31744, 16 values per octave: within 3.1 % of any n after
+  rounding to the nearest code);
 * C3 score = R + q_hat^3 * T (the NetRS authors' form), q_hat = 1 + q + n*os saturated at 0xffff (4095.9375),
   each product floored to 4 fractional bits; 53-bit result (UQ49.4), never overflows.
 
-``rank(algo, avail, replicas, n=1, rr=0, rnd=0) -> (found, index, score)``; :func:`pack_inputs`
+``rank(algo, avail, replicas, n=1, rr=0, rnd=0) -> (found, index, score)`` (``n``: the
+code); :func:`pack_inputs`
 and :func:`unpack_result` give the flat bit layout of the generated core's ports.
 :func:`c3_float` is the real-valued C3 score (documentation of the precision; see
 :func:`c3_error_bound`).
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 NR = 8                      # replicas per group
@@ -43,9 +48,38 @@ class Replica:
     r: int = 0
 
 
+N_MAX = (16 + 15) << (7 + 3)    # 31744, the largest n a code holds
+
+
+def n_value(code):
+    """C3's multiplier n of an 8-bit code (see the module doc)."""
+    code &= 0xFF
+    if code < 128:
+        return code
+    return (16 + (code & 15)) << (((code >> 4) & 7) + 3)
+
+
+#: every representable n, ascending (code order is value order)
+N_VALUES = tuple(n_value(c) for c in range(256))
+
+
+def n_code(n):
+    """The code of the representable value nearest to ``n`` (ties: the smaller; n above
+    :data:`N_MAX` -> N_MAX's code). Raises ValueError for a negative or non-integer n."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"C3's n must be a non-negative integer, got {n!r}")
+    if n >= N_MAX:
+        return 255
+    hi = bisect.bisect_left(N_VALUES, n)
+    if N_VALUES[hi] == n:
+        return hi
+    lo = hi - 1
+    return lo if n - N_VALUES[lo] <= N_VALUES[hi] - n else hi
+
+
 def qhat(q, os, n):
-    """q_hat = 1 + q + n*os in UQ12.4, saturated at QHAT_MAX."""
-    full = ONE + q + ((n * os) << FRAC)
+    """q_hat = 1 + q + n*os in UQ12.4 (``n``: the code), saturated at QHAT_MAX."""
+    full = ONE + q + ((n_value(n) * os) << FRAC)
     return min(full, QHAT_MAX)
 
 
@@ -103,7 +137,8 @@ def rank(algo, avail, replicas, n=1, rr=0, rnd=0):
 
     ``algo``: 0 C3, 1 LOR, 2 P2C, 3 RR (or a name from ``ALGOS``); ``avail``: bit i =
     replica i may be chosen; ``replicas``: up to 8 :class:`Replica` (missing ones are zero);
-    ``n``: 8-bit C3 multiplier of os; ``rr``: 3-bit round-robin / tie-break start;
+    ``n``: C3's multiplier of os as its 8-bit code (:func:`n_code`; below 128 the value);
+    ``rr``: 3-bit round-robin / tie-break start;
     ``rnd``: 16 random bits for P2C (r1 = low byte, r2 = high byte).
     """
     if isinstance(algo, str):
@@ -154,8 +189,9 @@ def rank_packed(ports):
 
 def c3_float(q, os, t, r, n):
     """Real-valued C3 score of the same raw inputs (no truncation, no saturation), in units
-    of the input time unit (the fixed-point score divided by 16 approximates it)."""
-    qh = 1 + q / ONE + n * os
+    of the input time unit (the fixed-point score divided by 16 approximates it); ``n`` is
+    the code, as for :func:`rank`."""
+    qh = 1 + q / ONE + n_value(n) * os
     return r / ONE + qh ** 3 * (t / ONE)
 
 
@@ -164,12 +200,12 @@ def c3_error_bound(q, os, t, r, n):
     q_hat^2 and q_hat^3 lose < 1/16 each, the first is multiplied by q_hat, both by T, and
     the last floor loses < 1/16: err < ((q_hat + 1) * T + 1) / 16. The fixed-point score never
     exceeds the real one."""
-    qh = 1 + q / ONE + n * os
+    qh = 1 + q / ONE + n_value(n) * os
     return ((qh + 1) * (t / ONE) + 1) / ONE
 
 
 def c3_saturated(q, os, n):
-    return ONE + q + ((n * os) << FRAC) > QHAT_MAX
+    return ONE + q + ((n_value(n) * os) << FRAC) > QHAT_MAX
 
 
 def rank_c3_float(avail, replicas, n=1):
@@ -222,5 +258,5 @@ def random_inputs(rng):
         reps = [Replica(base.q, rng.randrange(4), base.t, base.r) for _ in range(NR)]
     else:
         reps = [random_replica(rng) for _ in range(NR)]
-    n = rng.choice([0, 1, 1, 2, 3, 4, 8, 16, 100, 255, rng.getrandbits(8)])
+    n = rng.choice([0, 1, 1, 2, 3, 4, 8, 16, 100, 0x9F, 0xC8, 255, rng.getrandbits(8)])
     return pack_inputs(algo, avail, reps, n=n, rr=rng.randrange(8), rnd=rng.getrandbits(16))

@@ -180,6 +180,28 @@ def test_reference_algorithms_from_their_definitions():
             assert (idx, score) == (want, reps[want].os)
 
 
+def test_n_code_is_the_nearest_representable_multiplier():
+    """C3's n travels as an 8-bit code (the Rank element's n port is 8 bits): the values, as
+    the format states them (0..127 themselves, then 16 mantissas per octave from 128), and
+    n_code picks the nearest one (ties: the smaller) for every n up to 40,000."""
+    values = list(range(128)) + [(16 + m) * 2 ** (e + 3) for e in range(8) for m in range(16)]
+    assert [R.n_value(c) for c in range(256)] == values and values == sorted(values)
+    assert R.N_MAX == values[-1] == 31744
+    for n in range(40001):
+        c = R.n_code(n)
+        best = min(range(256), key=lambda k: (abs(values[k] - n), values[k]))
+        assert c == best, n
+        if n < 128:
+            assert R.n_value(c) == n
+        elif n <= R.N_MAX:
+            assert abs(R.n_value(c) - n) / n <= 1 / 32, n
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError):
+            R.n_code(bad)
+    # a client count of 500 (the paper's default) and 700 (its sweep's top)
+    assert (R.n_value(R.n_code(500)), R.n_value(R.n_code(700))) == (496, 704)
+
+
 def test_p2c_choices_are_uniform():
     """Over all 2^16 random words, each ordered pair of distinct ranks is drawn equally often
     up to the 8-bit quantisation (for p available replicas)."""
@@ -202,7 +224,7 @@ def test_fixed_point_c3_against_real_valued_c3():
     picks = differ = 0
     rels = []
     for _ in range(4000):
-        n = rng.choice([1, 1, 2, 4, 8, 16, 50])
+        n = rng.choice([1, 1, 2, 4, 8, 16, 50, R.n_code(300), R.n_code(500)])
         n_rep = rng.randint(1, 8)
         reps = []
         for _ in range(n_rep):
