@@ -55,8 +55,9 @@ class Offload:
       request (destination, offload header, copies) and any logic on extra hosts.
     * ``demo``: ``f(rack, workdir, rate=, duration=) -> (result dict, line)``, one
       ``make demo`` step on the running rack.
-    * ``frame_costs``: ``f(rack, timer) -> {frame kind: us}``, the model switch's cost of its
-      frames (``netstor.testbed.framecost``).
+    * ``frame_costs``: ``f(rack, n, model="compiled") -> {frame kind: us}``, the model
+      switch's cost of its frames, the median of ``n`` (``netstor.testbed.framecost``;
+      ``model``: ``"compiled"`` or ``"interpreter"``).
     * ``experiments``: ``(module, result file name)`` pairs; each module's ``main(argv)`` takes
       ``--out FILE``; ``make bench`` runs them all (``python -m netstor.experiments``).
     * ``evaluation``: its part of ``make eval`` (:mod:`netstor.evaluation`): an object with
