@@ -33,6 +33,9 @@ class Compute(Element):
     def evaluate(self, model, phv, env):
         model.assign(phv, [(s.field.name, s.value.eval(env)) for s in self.sets])
 
+    def compile(self, cg):
+        cg.assign([(s.field.name, s.value) for s in self.sets])
+
     def elaborate(self, m, pipeline, valid_in, phv_in, csr, *, prefix):
         nxt = phv_signal(pipeline, f"{prefix}_next")
         env = HwEnv(pipeline, phv_in)

@@ -4,11 +4,13 @@ Gateware: 1 cycle (the CRC as an XOR matrix, affine over GF(2), registered).
 """
 from __future__ import annotations
 
+import zlib
+
 from amaranth.hdl import Cat, Signal
 
 from netstor.gateware.kit import HwEnv, crc_matrix_hw, phv_signal, target
 from netstor.lang.element import Element
-from netstor.lang.expr import as_expr
+from netstor.lang.expr import Cat as ECat, as_expr
 from netstor.lang.program import hash_crc32
 
 __all__ = ["Hash"]
@@ -44,6 +46,17 @@ class Hash(Element):
             shift += f.width
         h = hash_crc32(cat, self.in_width, self.seed) % (1 << self.dst.width)
         model.assign(phv, [(self.dst.name, h)])
+
+    def compile(self, cg):
+        # hash_crc32: CRC-32 of the seed byte, then the value's big-endian bytes (zlib's
+        # running CRC continues from the seed byte's)
+        cat = cg.tmp("cat")
+        cg.emit(f"{cat} = {cg.expr(ECat(*self.fields))}")
+        crc = cg.const(zlib.crc32, "crc32")
+        start = zlib.crc32(bytes([self.seed & 0xFF]))
+        nbytes = (self.in_width + 7) // 8
+        cg.assign([(self.dst.name, (f"{crc}({cat}.to_bytes({nbytes}, 'big'), {start}) & "
+                                    f"{hex((1 << self.dst.width) - 1)}", self.dst.width))])
 
     def elaborate(self, m, pipeline, valid_in, phv_in, csr, *, prefix):
         env = HwEnv(pipeline, phv_in)

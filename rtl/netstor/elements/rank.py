@@ -101,6 +101,28 @@ class Rank(Element):
             out.append((self.score.name, score))
         model.assign(phv, out)
 
+    # ---- compiled model ----------------------------------------------------------------------
+    def compile(self, cg):
+        """The inputs as straight-line code, the core's own ``reference`` for the selection
+        (what :meth:`evaluate` calls)."""
+        W = self.WIDTHS
+
+        def val(x, w):
+            src = cg.expr(x)
+            return src if x.width <= w else f"({src} & {hex(_mask(w))})"
+        reps = ["(" + ", ".join(val(x, W[k]) for x, k in zip(rep, W)) + ")"
+                for rep in self.replicas]
+        reps += ["(0, 0, 0, 0)"] * (self.N - len(reps))
+        res = [cg.tmp(n) for n in ("found", "index", "score")]
+        ref = cg.const(self.core.reference, "rank_reference")
+        cg.emit(f"{', '.join(res)} = {ref}({val(self.algo, 2)} & 3, {cg.expr(self.avail)} & "
+                f"{hex(_mask(len(self.replicas)))}, [{', '.join(reps)}], n={val(self.n, 8)}, "
+                f"rr={val(self.rr, 3)}, rnd={val(self.rnd, 16)})")
+        out = [(self.found.name, (res[0], None)), (self.index.name, (res[1], None))]
+        if self.score is not None:
+            out.append((self.score.name, (res[2], None)))
+        cg.assign(out)
+
     # ---- gateware ----------------------------------------------------------------------------
     def elaborate(self, m, pipeline, valid_in, phv_in, csr, *, prefix):
         return _build(m, self, pipeline, valid_in, phv_in, prefix)

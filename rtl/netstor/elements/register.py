@@ -12,7 +12,7 @@ from amaranth.lib.memory import Memory
 
 from netstor.gateware.kit import HwEnv, phv_signal, target
 from netstor.lang.element import Element
-from netstor.lang.expr import Old, as_expr
+from netstor.lang.expr import Const, Old, as_expr
 from netstor.lang.program import RegisterBank
 
 __all__ = ["RegisterOp", "RegisterBank"]
@@ -87,6 +87,47 @@ class RegisterOp(Element):
             bank.words[i] = new
         if self.result is not None:
             model.assign(phv, [(self.result.name, old if self.returns == "old" else new)])
+
+    def compile(self, cg):
+        words = cg.words(self.bank.qualname)
+        depth, bw = self.bank.depth, self.bank.width
+        i = cg.tmp("i")
+        cg.emit(f"{i} = {cg.expr(self.index)}")
+        if self.index.width > (depth - 1).bit_length() or depth & (depth - 1):
+            with cg.block(f"if {i} >= {depth}:"):
+                cg.count(f"{self.qualname}.index_oob")
+            body = cg.block("else:")
+        else:                            # every index value is inside the bank
+            body = cg.block("if True:")
+        with body:
+            old = cg.tmp("old")
+            cg.emit(f"{old} = {words}[{i}]")
+            with cg.scope(old=old):
+                if isinstance(self.write, Const):
+                    write = "True" if self.write.value else None
+                else:
+                    write = cg.tmp("wr")
+                    cg.emit(f"{write} = {cg.cond(self.write)}")
+                upd = cg.expr(self.update)
+                if self.update.width > bw:
+                    upd = f"({upd} & {hex((1 << bw) - 1)})"
+                if self.result is not None and self.returns == "new":
+                    new = cg.tmp("new")
+                    cg.emit(f"{new} = {upd}")
+                    if write == "True":
+                        cg.emit(f"{words}[{i}] = {new}")
+                    elif write is not None:
+                        with cg.block(f"if {write}:"):
+                            cg.emit(f"{words}[{i}] = {new}")
+                    cg.assign([(self.result.name, (new, bw))])
+                else:
+                    if write == "True":
+                        cg.emit(f"{words}[{i}] = {upd}")
+                    elif write is not None:
+                        with cg.block(f"if {write}:"):
+                            cg.emit(f"{words}[{i}] = {upd}")
+                    if self.result is not None:
+                        cg.assign([(self.result.name, (old, bw))])
 
     # ---- gateware --------------------------------------------------------------------------
     def elaborate(self, m, pipeline, valid_in, phv_in, csr, *, prefix):

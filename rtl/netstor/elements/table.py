@@ -14,12 +14,14 @@ ternary/LPM ``valid | value | mask | action | params`` (bit 0 first). Counters
 """
 from __future__ import annotations
 
+import zlib
+
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
 from amaranth.lib.memory import Memory
 
 from netstor.gateware.kit import HwEnv, apply_sets, crc_matrix_hw, or_tree, phv_signal
 from netstor.lang.element import Element
-from netstor.lang.expr import as_expr
+from netstor.lang.expr import Cat as ECat, Param, as_expr
 from netstor.lang.program import action_id, hash_crc32
 
 __all__ = ["Table"]
@@ -170,6 +172,10 @@ class Table(Element):
     def evaluate(self, model, phv, env):
         _lookup(model, self, phv, env)
 
+    # ---- compiled model ----------------------------------------------------------------------
+    def compile(self, cg):
+        _compile(cg, self)
+
     # ---- gateware ----------------------------------------------------------------------------
     def elaborate(self, m, pipeline, valid_in, phv_in, csr, *, prefix):
         return _build(m, self, pipeline, valid_in, phv_in, csr, prefix)
@@ -215,6 +221,117 @@ def _lookup(model, t, phv, env):
     writes = [(s.field.name, s.value.eval(env)) for s in action.sets]
     env.params = {}
     model.assign(phv, writes)
+
+
+#: keys a compiled table remembers (slots of an exact table, results of a ternary/LPM one)
+#: before it forgets them all
+CACHE_KEYS = 1 << 14
+_MISS = object()
+
+
+def _exact_slots(t):
+    """``(cache, slots)``: ``slots(key)`` -> the key's address in every way (the hashed
+    placement :func:`_lookup` probes), remembered in ``cache`` (a pure function of the key:
+    never stale)."""
+    nbytes, depth = (t.key_width + 7) // 8, t.depth
+    starts = [(way * depth, zlib.crc32(bytes([way & 0xFF]))) for way in range(t.ways)]
+    crc32 = zlib.crc32
+    cache = {}
+
+    def slots(key):
+        kb = key.to_bytes(nbytes, "big")
+        out = tuple(base + crc32(kb, start) % depth for base, start in starts)
+        if len(cache) >= CACHE_KEYS:
+            cache.clear()
+        cache[key] = out
+        return out
+    return cache, slots
+
+
+def _scanner(t, words):
+    """``(cache, scan, invalidate)`` for a ternary/LPM table: ``scan(key)`` -> the entry part
+    (action | params) of the lowest valid entry that matches, or None, from the list of valid
+    entries (rebuilt after a host write) and remembered in ``cache`` until the next write."""
+    kw = t.key_width
+    km = (1 << kw) - 1
+    state = [None]
+    cache = {}
+
+    def invalidate():
+        state[0] = None
+        cache.clear()
+
+    def scan(key):
+        valid = state[0]
+        if valid is None:
+            valid = state[0] = [(((w >> 1) & km) & ((w >> (1 + kw)) & km),
+                                 (w >> (1 + kw)) & km, w >> (1 + 2 * kw))
+                                for w in words if w & 1]
+        ent = None
+        for value, mask, entry in valid:
+            if key & mask == value:
+                ent = entry
+                break
+        if len(cache) >= CACHE_KEYS:
+            cache.clear()
+        cache[key] = ent
+        return ent
+    return cache, scan, invalidate
+
+
+def _compile(cg, t):
+    """What :func:`_lookup` does, as straight-line code (see :meth:`Element.compile`)."""
+    kw, ab = t.key_width, t.action_bits
+    key = cg.tmp("key")
+    cg.emit(f"{key} = {cg.expr(ECat(*t.key))}")
+    words = cg.words(t.qualname)
+    ent = cg.tmp("ent")
+    if t.kind == "exact":
+        cache, slots = _exact_slots(t)
+        sl = cg.tmp("slots")
+        cg.emit(f"{sl} = {cg.const(cache, 'slots_' + t.qualname)}.get({key})")
+        with cg.block(f"if {sl} is None:"):
+            cg.emit(f"{sl} = {cg.const(slots, 'slotfn_' + t.qualname)}({key})")
+        w = cg.tmp("w")
+
+        def probe(way):            # ways from 0: the first match wins
+            cg.emit(f"{w} = {words}[{sl}[{way}]]")
+            with cg.block(f"if {w} & 1 and ({w} >> 1) & {hex((1 << kw) - 1)} == {key}:"):
+                cg.emit(f"{ent} = {w} >> {1 + kw}")
+            with cg.block("else:"):
+                if way + 1 < t.ways:
+                    probe(way + 1)
+                else:
+                    cg.emit(f"{ent} = None")
+        probe(0)
+    else:
+        cache, scan, invalidate = _scanner(t, cg.model.memory(t.qualname).words)
+        cg.on_write(t.qualname, invalidate)
+        miss = cg.const(_MISS, "MISS")
+        cg.emit(f"{ent} = {cg.const(cache, 'results_' + t.qualname)}.get({key}, {miss})")
+        with cg.block(f"if {ent} is {miss}:"):
+            cg.emit(f"{ent} = {cg.const(scan, 'scan_' + t.qualname)}({key})")
+    with cg.block(f"if {ent} is None:"):
+        cg.count(f"{t.qualname}.miss")
+        cg.emit(f"{ent} = {cg.words(t.qualname + '.default')}[0]")
+    with cg.block("else:"):
+        cg.count(f"{t.qualname}.hit")
+    aid = cg.tmp("aid")
+    cg.emit(f"{aid} = {ent} & {hex((1 << ab) - 1)}")
+    # 0: no action; an id beyond the last action does nothing either
+    for i, a in enumerate(t.actions):
+        with cg.block(f"{'if' if i == 0 else 'elif'} {aid} == {i + 1}:"):
+            used = {r.name for s in a.sets for r in s.value.refs()
+                    if isinstance(r, Param)}
+            params, shift = {}, 0
+            for p, pw in a.params.items():
+                if p in used:
+                    params[p] = cg.tmp(p)
+                    sh = ab + shift
+                    cg.emit(f"{params[p]} = ({ent} >> {sh}) & {hex((1 << pw) - 1)}")
+                shift += pw
+            with cg.scope(params=params):
+                cg.assign([(s.field.name, s.value) for s in a.sets])
 
 
 def _run_action(m, e, pipeline, phv, nxt, action_id, params_word):

@@ -9,6 +9,9 @@ in one place:
   scheduler (:meth:`netstor.lang.Pipeline.stages`) and the field checks work from these alone;
 * **how the golden model runs it** (:meth:`Element.model_memories`,
   :meth:`Element.model_counters`, :meth:`Element.evaluate`), on the model's integers;
+* **how the compiled model runs it** (:meth:`Element.compile`): straight-line Python the
+  compiled model (:mod:`netstor.model.compiled`) puts into its generated pass function; the
+  default runs :meth:`Element.evaluate` there, so a kind without it works, only slower;
 * **how the gateware builds it** (:meth:`Element.elaborate`): a fixed-latency section that
   takes one PHV per clock, plus any Verilog it instantiates (:meth:`Element.extra_verilog`);
 * what the host schema says about it (:meth:`Element.schema`, tables only) and how the
@@ -102,6 +105,32 @@ class Element:
         ``model.assign(phv, [(field name, value)])``, state in ``model.memory(name).words``,
         counters with ``model.count(name)``."""
         raise NotImplementedError(f"{type(self).__name__}.evaluate")
+
+    # ---- compiled model ------------------------------------------------------------------------
+    def compile(self, cg):
+        """Emit Python source that does what :meth:`evaluate` does, into the compiled model's
+        pass function (:class:`netstor.model.compiled.CompiledModel`). It runs inside the
+        element's ``if <when>:`` (the generator emits that). ``cg`` (a
+        :class:`netstor.model.compiled.Codegen`) gives:
+
+        * ``cg.expr(e)`` / ``cg.cond(e)``: source of an :class:`~netstor.lang.Expr`'s value /
+          truth (:meth:`netstor.lang.Expr.py`); inside ``with cg.scope(params={name: src},
+          old=src):`` ``Param`` and ``Old`` read those sources;
+        * ``cg.emit(line)``, ``with cg.block("if ...:"):`` (indented lines), ``cg.tmp(hint)``
+          (a fresh local name), ``cg.const(obj, hint)`` (a global of the generated module bound
+          to ``obj``: functions, tables, caches);
+        * ``cg.words(memory)``: the name of a memory's live cell list (the very list
+          ``model.memory(memory).words`` is, which host writes change in place: never copy
+          it); ``cg.count(counter, amount="1")``; ``cg.on_write(memory, fn)``: ``fn()`` runs
+          whenever the host writes that memory (to invalidate a lookup cache);
+        * ``cg.assign([(field, value)])``: parallel assignment like ``model.assign``, a value
+          being an ``Expr`` or ``(source, width or None)``;
+        * ``cg.evaluate(self)``: the fallback below, for a part of a kind that has no code.
+
+        The default is that fallback: it packs the PHV (kept in local variables) into a dict,
+        calls :meth:`evaluate` with the model itself and unpacks the fields the element writes.
+        Nothing else changes, so a new kind is correct without ``compile``, only slower."""
+        cg.evaluate(self)
 
     # ---- gateware ------------------------------------------------------------------------------
     def elaborate(self, m, pipeline, valid_in, phv_in, csr, *, prefix):

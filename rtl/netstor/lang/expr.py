@@ -3,7 +3,16 @@
 Every expression has a fixed unsigned width and two meanings that must agree bit for bit:
 
 * ``eval(env)`` computes a Python ``int`` (used by the golden model);
-* ``hw(env)`` builds an Amaranth value (used to elaborate the gateware).
+* ``hw(env)`` builds an Amaranth value (used to elaborate the gateware);
+* ``py(ctx)`` writes Python source (a string) that computes what ``eval`` computes, for the
+  compiled model (:mod:`netstor.model.compiled`): the string is an expression over the local
+  variables ``ctx`` names (``ctx.field(name)``, ``ctx.param(name)``, ``ctx.old()``, and
+  ``ctx.selected(program)`` for a program's ``selected`` condition). ``py_cond(ctx)`` is the
+  same value for a truth test only (1-bit logic may become ``and``/``or``/``not``). Every
+  operand a ``py`` string reads is already in its expression's range (fields and parameters
+  are stored truncated), so only ``+``, ``-``, ``<<`` and slices mask. Comparisons give Python
+  ``bool`` values (equal to the ints 0 and 1 in every later operation). An expression class
+  without ``py`` falls back to its ``eval`` through ``ctx.fallback(expr)``.
 
 Semantics (both backends), in the style of P4's ``bit<W>``:
 
@@ -96,9 +105,26 @@ class Expr:
     def hw(self, env):
         raise NotImplementedError
 
+    def py(self, ctx) -> str:
+        """Python source computing :meth:`eval` (see the module doc). Default: ``eval`` of
+        this expression on the values the generated code has (slow, but any subclass works)."""
+        return ctx.fallback(self)
+
+    def py_cond(self, ctx) -> str:
+        """Python source whose truth value is ``eval(env) != 0``."""
+        return self.py(ctx)
+
     def refs(self):
         """Yield every leaf reference (Field, Param, Old) in this expression."""
         yield from ()
+
+
+def _hexlit(v):
+    return str(v) if v < 1 << 16 else hex(v)
+
+
+def _is_true(src):
+    return src in ("1", "True")
 
 
 def as_expr(value, width_hint=32):
@@ -131,6 +157,9 @@ class Const(Expr):
         from amaranth.hdl import Const as HConst
         return HConst(self.value, self.width)
 
+    def py(self, ctx):
+        return _hexlit(self.value)
+
     def __repr__(self):
         return f"Const({self.value}, {self.width})"
 
@@ -146,6 +175,9 @@ class Field(Expr):
 
     def hw(self, env):
         return env.field(self.name)
+
+    def py(self, ctx):
+        return ctx.field(self.name)
 
     def refs(self):
         yield self
@@ -166,6 +198,9 @@ class Param(Expr):
     def hw(self, env):
         return env.param(self.name)
 
+    def py(self, ctx):
+        return ctx.param(self.name)
+
     def refs(self):
         yield self
 
@@ -184,6 +219,9 @@ class Old(Expr):
 
     def hw(self, env):
         return env.old()
+
+    def py(self, ctx):
+        return ctx.old()
 
     def refs(self):
         yield self
@@ -217,6 +255,30 @@ class _BinOp(Expr):
             r = a ^ b
         return _fit(r, w)
 
+    def py(self, ctx):
+        a, b = self.a.py(ctx), self.b.py(ctx)
+        if self.op in "+-":
+            return f"(({a} {self.op} {b}) & {_hexlit(_mask(self.width))})"
+        if self.width == 1 and self.op in "&|":
+            return self._logic(a, b)
+        return f"({a} {self.op} {b})"       # operands in range: so is the result
+
+    def py_cond(self, ctx):
+        if self.width == 1 and self.op in "&|":
+            return self._logic(self.a.py_cond(ctx), self.b.py_cond(ctx))
+        return self.py(ctx)
+
+    def _logic(self, a, b):
+        # 1-bit operands (0/1 or bool): ``and``/``or`` return one of them, which is the
+        # value of ``&``/``|`` on 0/1, and they skip the second operand when they can
+        if self.op == "&":
+            if _is_true(a):
+                return b
+            if _is_true(b):
+                return a
+            return f"({a} and {b})"
+        return f"({a} or {b})"
+
     def __repr__(self):
         return f"({self.a!r} {self.op} {self.b!r})"
 
@@ -241,6 +303,9 @@ class _CmpOp(Expr):
         return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b,
                 ">": a > b, ">=": a >= b}[self.op]
 
+    def py(self, ctx):
+        return f"({self.a.py(ctx)} {self.op} {self.b.py(ctx)})"
+
     def __repr__(self):
         return f"({self.a!r} {self.op} {self.b!r})"
 
@@ -258,6 +323,14 @@ class _Invert(Expr):
 
     def hw(self, env):
         return ~_fit(self.a.hw(env), self.width)
+
+    def py(self, ctx):
+        return f"({self.a.py(ctx)} ^ {_hexlit(_mask(self.width))})"
+
+    def py_cond(self, ctx):
+        if self.width == 1:
+            return f"(not {self.a.py_cond(ctx)})"
+        return self.py(ctx)
 
     def __repr__(self):
         return f"~{self.a!r}"
@@ -281,6 +354,16 @@ class _Shift(Expr):
         r = v.shift_left(self.n) if self.op == "<<" else v.shift_right(self.n)
         return _fit(r, self.width)
 
+    def py(self, ctx):
+        a = self.a.py(ctx)
+        if self.n == 0:
+            return a
+        if self.op == ">>":
+            return f"({a} >> {self.n})"
+        if self.n >= self.width:
+            return "0"
+        return f"(({a} << {self.n}) & {_hexlit(_mask(self.width))})"
+
     def __repr__(self):
         return f"({self.a!r} {self.op} {self.n})"
 
@@ -297,6 +380,13 @@ class _Slice(Expr):
 
     def hw(self, env):
         return _fit(self.a.hw(env), self.a.width)[self.lo:self.hi]
+
+    def py(self, ctx):
+        a = self.a.py(ctx)
+        shifted = f"({a} >> {self.lo})" if self.lo else a
+        if self.hi >= self.a.width:          # the operand has no bits above hi
+            return shifted
+        return f"({shifted} & {_hexlit(_mask(self.width))})"
 
     def __repr__(self):
         return f"{self.a!r}[{self.lo}:{self.hi}]"
@@ -323,6 +413,17 @@ class _Cat(Expr):
         from amaranth.hdl import Cat as HCat
         return HCat(*[_fit(p.hw(env), p.width) for p in self.parts])
 
+    def py(self, ctx):
+        terms, shift = [], 0
+        for p in self.parts:
+            if not (isinstance(p, Const) and p.value == 0):
+                src = p.py(ctx)
+                terms.append(f"({src} << {shift})" if shift else src)
+            shift += p.width
+        if not terms:
+            return "0"
+        return terms[0] if len(terms) == 1 else "(" + " | ".join(terms) + ")"
+
     def __repr__(self):
         return "Cat(" + ", ".join(map(repr, self.parts)) + ")"
 
@@ -343,6 +444,9 @@ class _Mux(Expr):
         from amaranth.hdl import Mux as HMux
         return HMux(self.c.hw(env).any(), _fit(self.a.hw(env), self.width),
                     _fit(self.b.hw(env), self.width))
+
+    def py(self, ctx):
+        return f"({self.a.py(ctx)} if {self.c.py_cond(ctx)} else {self.b.py(ctx)})"
 
     def __repr__(self):
         return f"Mux({self.c!r}, {self.a!r}, {self.b!r})"

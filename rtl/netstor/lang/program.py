@@ -140,6 +140,11 @@ class _Selected(Expr):
     def hw(self, env):
         return self._ref().hw(env)
 
+    def py(self, ctx):               # the compiled model knows which program's block it is in
+        if self.program.hdr_type is None:
+            self._ref()
+        return ctx.selected(self.program)
+
     def refs(self):
         yield Field("meta.hdr_type", 4)
 
