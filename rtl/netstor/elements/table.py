@@ -14,6 +14,7 @@ ternary/LPM ``valid | value | mask | action | params`` (bit 0 first). Counters
 """
 from __future__ import annotations
 
+import collections
 import zlib
 
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
@@ -321,14 +322,16 @@ def _compile(cg, t):
     # 0: no action; an id beyond the last action does nothing either
     for i, a in enumerate(t.actions):
         with cg.block(f"{'if' if i == 0 else 'elif'} {aid} == {i + 1}:"):
-            used = {r.name for s in a.sets for r in s.value.refs()
-                    if isinstance(r, Param)}
+            uses = collections.Counter(r.name for s in a.sets for r in s.value.refs()
+                                       if isinstance(r, Param))
             params, shift = {}, 0
             for p, pw in a.params.items():
-                if p in used:
+                src = f"(({ent} >> {ab + shift}) & {hex((1 << pw) - 1)})"
+                if uses[p] == 1:               # read once: in place
+                    params[p] = src
+                elif uses[p]:
                     params[p] = cg.tmp(p)
-                    sh = ab + shift
-                    cg.emit(f"{params[p]} = ({ent} >> {sh}) & {hex((1 << pw) - 1)}")
+                    cg.emit(f"{params[p]} = {src}")
                 shift += pw
             with cg.scope(params=params):
                 cg.assign([(s.field.name, s.value) for s in a.sets])

@@ -29,6 +29,7 @@ import re
 import struct
 
 from netstor.lang import PARSE_ERRORS, APP_BYTES
+from netstor.lang.phv import HEADER_FIELDS, META_FIELDS
 from netstor.lang.element import Element
 from netstor.lang.expr import Expr, Field, Old, _is_true
 
@@ -103,6 +104,13 @@ def _balanced(src):
         if depth == 0 and i < len(src) - 1:
             return False
     return depth == 0
+
+
+def _words_diff(new, old):
+    """Source of (sum of the two 16-bit words of ``new``) - (the same of ``old``), 32-bit
+    values: exactly 0 when they are equal (skipped then)."""
+    return (f"(({new} >> 16) + ({new} & 0xFFFF) - ({old} >> 16) - ({old} & 0xFFFF) "
+            f"if {new} != {old} else 0)")
 
 
 def _ident(s):
@@ -364,28 +372,29 @@ class _Generator(Codegen):
                             for c in range(max(PARSE_ERRORS) + 1)),
             "DEFAULT_EGRESS": tuple(pl.default_egress(k) for k in range(pl.n_inputs)),
             "ZPAD": tuple(bytes(WINDOW - n) for n in range(WINDOW)),
-            "S_ETH": struct.Struct(">HIHIH"), "S_VLAN": struct.Struct(">HH"),
-            "S_IP": struct.Struct(">BBHHHBBHII"), "S_UDP": struct.Struct(">HHHH"),
+            # Ethernet (5 fields), IPv4 (10), UDP (4); the 802.1Q tag (2) and IPv4 (10)
+            "S_FAST": struct.Struct(">HIHIH" + "BBHHHBBHII" + "HHHH"),
+            "S_VLAN_IP": struct.Struct(">HH" + "BBHHHBBHII"), "S_UDP": struct.Struct(">HHHH"),
             "S_HDR": tuple(struct.Struct(f">{2 * k}H") if k >= 5 else None for k in range(16)),
             "S_WORDS": tuple(struct.Struct(f">{k}H") for k in range(APP_BYTES // 2 + 1)),
             "PACK_B": struct.Struct(">B").pack_into, "PACK_H": struct.Struct(">H").pack_into,
             "PACK_I": struct.Struct(">I").pack_into, "PACK_HI": struct.Struct(">HI").pack_into,
+            "PACK_QI": struct.Struct(">QI").pack_into,
             "W_MCAST": m._mem("tm.mcast").words,
         })
         self._used.update(k for k in ns)
         writes_i = {self.container(n) for e in pl.elements for n in pl.writes(e)}
         writes_e = {self.container(n) for e in pl.egress_elements for n in pl.writes(e)}
         self.deparsed_writes = writes_i | writes_e
+        self._lazy_meta = self._lazy_fields()
+        self._lazy_done = set()
 
         self.emit("def _pass(frame, inp, user, arrival, recirc_count, bridge):")
         self._indent = 1
         self._parse()
         self.emit("# ---- ingress elements")
         self._elements(pl.elements)
-        self._tm()
-        self._copies(writes_e)
-        self._recirc()
-        self.emit("return outputs")
+        self._tm(writes_e)
         return "\n".join(self.lines) + "\n"
 
     # ---- parser --------------------------------------------------------------------------------
@@ -407,24 +416,40 @@ class _Generator(Codegen):
         self.emit("C[K_BYTES[inp]] += L")
         self.emit("# ---- parser (bytes at or beyond L read as zero)")
         self.emit(f"b = frame if L >= {WINDOW} else frame + ZPAD[L]")
-        self.emit("_dh, _dl, _sh, _sl, {t} = S_ETH.unpack_from(b, 0)".format(t=N["eth.type"]))
-        self.emit(f"{N['eth.dst']} = (_dh << 32) | _dl")
-        self.emit(f"{N['eth.src']} = (_sh << 32) | _sl")
-        with self.block(f"if {N['eth.type']} == {ETH_P_8021Q} and L >= 18:"):
-            self.emit(f"{N['meta.vlan_valid']} = 1")
-            self.emit(f"{N['vlan.tci']}, {N['vlan.type']} = S_VLAN.unpack_from(b, 14)")
-            self.emit("_l3 = 18")
-            self.emit(f"_et = {N['vlan.type']}")
-        with self.block("else:"):
-            self.emit(f"{N['meta.vlan_valid']} = {N['vlan.tci']} = {N['vlan.type']} = 0")
-            self.emit("_l3 = 14")
-            self.emit(f"_et = 0 if {N['eth.type']} == {ETH_P_8021Q} else {N['eth.type']}")
         ip = [N[f"ipv4.{n}"] for n in ("ver_ihl", "tos", "total_len", "ident", "flags_frag",
                                        "ttl", "proto", "csum", "src", "dst")]
         vi, tos, tl, ident, ff, ttl, proto, csum, src, dst = ip
-        self.emit(", ".join(ip) + " = S_IP.unpack_from(b, _l3)")
+        udp = [N[f"udp.{n}"] for n in ("sport", "dport", "len", "csum")]
+        # one unpack for Ethernet, IPv4 and UDP as they lie without a VLAN tag and IPv4
+        # options; the other layouts unpack again where their headers are
+        self.emit(f"_dh, _dl, _sh, _sl, {N['eth.type']}, {', '.join(ip)}, {', '.join(udp)} = "
+                  "S_FAST.unpack_from(b, 0)")
+        self.emit(f"{N['eth.dst']} = (_dh << 32) | _dl")
+        self.emit(f"{N['eth.src']} = (_sh << 32) | _sl")
         self.emit(f"_ihl = {vi} & 15")
-        self.emit("_u = _l3 + (4 * _ihl if _ihl > 5 else 20)")
+        with self.block(f"if {N['eth.type']} == {ETH_P_8021Q}:"):
+            with self.block("if L >= 18:"):
+                self.emit(f"{N['meta.vlan_valid']} = 1")
+                self.emit(f"{N['vlan.tci']}, {N['vlan.type']}, {', '.join(ip)} = "
+                          "S_VLAN_IP.unpack_from(b, 14)")
+                self.emit("_l3 = 18")
+                self.emit(f"_et = {N['vlan.type']}")
+                self.emit(f"_ihl = {vi} & 15")
+            with self.block("else:"):
+                self.emit(f"{N['meta.vlan_valid']} = {N['vlan.tci']} = {N['vlan.type']} = 0")
+                self.emit("_l3 = 14")
+                self.emit("_et = 0")
+            self.emit("_u = _l3 + (4 * _ihl if _ihl > 5 else 20)")
+            self.emit(", ".join(udp) + " = S_UDP.unpack_from(b, _u)")
+        with self.block("else:"):
+            self.emit(f"{N['meta.vlan_valid']} = {N['vlan.tci']} = {N['vlan.type']} = 0")
+            self.emit("_l3 = 14")
+            self.emit(f"_et = {N['eth.type']}")
+            with self.block("if _ihl > 5:"):
+                self.emit("_u = 14 + 4 * _ihl")
+                self.emit(", ".join(udp) + " = S_UDP.unpack_from(b, _u)")
+            with self.block("else:"):
+                self.emit("_u = 34")
         self.emit("_err = 0")
         with self.block(f"if _et == {ETH_P_IPV4}:"):
             with self.block(f"if {vi} >> 4 != 4:"):
@@ -446,8 +471,6 @@ class _Generator(Codegen):
             self.emit(f"{N['meta.ipv4_valid']} = 0 if _err else 1")
         with self.block("else:"):
             self.emit(f"{N['meta.ipv4_valid']} = 0")
-        udp = [N[f"udp.{n}"] for n in ("sport", "dport", "len", "csum")]
-        self.emit(", ".join(udp) + " = S_UDP.unpack_from(b, _u)")
         self.emit(f"{N['meta.udp_valid']} = 0")
         with self.block(f"if {N['meta.ipv4_valid']} and {proto} == {IPPROTO_UDP}:"):
             with self.block(f"if {ff} & 0x3FFF:"):
@@ -490,7 +513,8 @@ class _Generator(Codegen):
                              "ver_ihl", "tos", "total_len", "ident", "flags_frag", "ttl",
                              "proto", "csum", "src", "dst")} | {f"udp.{n}" for n in (
                                  "sport", "dport", "len", "csum")}
-        rest = [N[n] for n in N if n not in set_by_parser]
+        lazy = {n for names in self._lazy_meta.values() for n in names}
+        rest = [N[n] for n in N if n not in set_by_parser and n not in lazy]
         for i in range(0, len(rest), 12):
             self.emit(" = ".join(rest[i:i + 12]) + " = 0")
         with self.block("if _err:"):
@@ -499,6 +523,32 @@ class _Generator(Codegen):
         for f in DEPARSED:
             if f in self.deparsed_writes:
                 self.emit(f"_o_{_ident(f)} = {N[f]}")
+
+    def _lazy_fields(self):
+        """``{program: [field]}``: the fields only one UDP-port program's elements use (its
+        metadata); they start at 0 where its block starts, not in every pass. Nothing is lazy
+        when an element runs ``evaluate`` (it sees the whole PHV)."""
+        pl = self.pipeline
+        elements = pl.elements + pl.egress_elements
+        if any(type(e).compile is Element.compile for e in elements):
+            return {}
+        users = {}
+        for e in elements:
+            p = e.program
+            owner = p if (p is not None and p.udp_port is not None) else None
+            names = {r.name for x in [e.when] + list(e.reads()) for r in x.refs()
+                     if isinstance(r, Field)} | set(pl.writes(e))
+            for n in names:
+                users.setdefault(self.container(n), set()).add(owner)
+        platform = {f.name for f in HEADER_FIELDS} | {f.name for f in META_FIELDS}
+        out = {}
+        for n, owners in users.items():
+            if n in platform or len(owners) != 1:
+                continue
+            (p,) = owners
+            if p is not None and any(e.program is p for e in pl.elements):
+                out.setdefault(p, []).append(n)
+        return out
 
     def _app_read_unguarded(self):
         """Some element that runs whatever the storage header (no UDP-port program's) may
@@ -530,6 +580,12 @@ class _Generator(Codegen):
                     self.emit(f"if {self.names['meta.hdr_type']} == {mine.hdr_type}:"
                               f"  # program {mine.name}")
                     self._indent += 1
+                    lazy = self._lazy_meta.get(mine)
+                    if lazy and not egress and mine not in self._lazy_done:
+                        self._lazy_done.add(mine)
+                        for i in range(0, len(lazy), 12):
+                            self.emit(" = ".join(self.names[n] for n in lazy[i:i + 12])
+                                      + " = 0")
             self.element = e
             self.emit(f"# {e.qualname} ({e.kind_name})")
             start = len(self.lines)
@@ -551,22 +607,21 @@ class _Generator(Codegen):
         e.compile(self)
 
     # ---- traffic manager -----------------------------------------------------------------------
-    def _tm(self):
+    def _tm(self, writes_e):
+        """Drop, recirculate, multicast or unicast copies (each through the egress elements and
+        the deparser), then the clone copy. Unicast, the common case, has its own code."""
         pl, N = self.pipeline, self.names
         P = pl.n_ports
         self.emit("# ---- traffic manager")
         self.emit("outputs = []")
+        self.emit("_base = None")
         with self.block(f"if {N['meta.drop']}:"):
             self.emit("C['tm.drop'] += 1")
-            self.emit("_copies = ()")
-            self.emit("_to_recirc = False")
         with self.block(f"elif {N['meta.recirc']}:"):
-            self.emit("_copies = ()")
-            self.emit("_to_recirc = True")
+            self._recirc()
         with self.block("else:"):
             g = N["meta.mcast_group"]
             with self.block(f"if {g}:"):
-                self.emit("_copies = []")
                 with self.block(f"if {g} < {pl.mcast_groups}:"):
                     self.emit(f"_mw = W_MCAST[{g}]")
                     self.emit(f"_ports = _mw & {hex(_mask(2 * P))}")
@@ -575,65 +630,85 @@ class _Generator(Codegen):
                 with self.block("if _ports == 0:"):
                     self.emit("C['tm.mcast_empty'] += 1")
                 with self.block("else:"):
-                    with self.block(f"for _q in range({2 * P}):"):
-                        with self.block("if _ports >> _q & 1:"):
-                            self.emit(f"_copies.append((_q, (_mw >> ({2 * P} + 16 * _q)) "
-                                      "& 0xFFFF))")
+                    with self.block(f"for _cq in range({2 * P}):"):
+                        with self.block("if _ports >> _cq & 1:"):
+                            self.emit(f"_crid = (_mw >> ({2 * P} + 16 * _cq)) & 0xFFFF")
+                            self._copy(writes_e)
             with self.block(f"elif {N['meta.egress_port']} >= {2 * P}:"):
                 self.emit("C['tm.bad_port'] += 1")
-                self.emit("_copies = ()")
             with self.block("else:"):
-                self.emit(f"_copies = (({N['meta.egress_port']}, 0),)")
-            self.emit(f"_to_recirc = {N['meta.clone']}")
+                self.emit(f"_cq = {N['meta.egress_port']}")
+                self.emit("_crid = 0")
+                self._copy(writes_e)
+            # the clone copy does not depend on the unicast/multicast copies existing
+            with self.block(f"if {N['meta.clone']}:"):
+                self._recirc()
+        self.emit("return outputs")
 
-    def _copies(self, writes_e):
+    def _copy(self, writes_e):
+        """One copy ``(_cq, _crid)``: egress elements, deparse (shared by the copies no egress
+        element rewrote), counters, the output."""
         pl = self.pipeline
         P = pl.n_ports
-        self.emit("_base = None")
-        with self.block("for _cq, _crid in _copies:"):
-            if pl.egress_elements:
-                saved = self.names
-                names = dict(saved)
-                names["meta.egress_port"], names["meta.rid"] = "_cq", "_crid"
-                for c in sorted(writes_e):
-                    names[c] = self._name("e_" + saved[c])
-                    self.emit(f"{names[c]} = {saved[c]}")
-                self.emit("_eg_dirty = False")
-                self.names = names
-                self.emit("# ---- egress elements (this copy)")
-                self._elements(pl.egress_elements, egress=True)
-                with self.block("if _eg_dirty:"):
-                    self._deparse("_data")
-                self.names = saved
-                ctx = self.block("else:")
-            else:
-                ctx = contextlib.nullcontext()
-            with ctx:
-                with self.block("if _base is None:"):
-                    self._deparse("_base")
-                self.emit("_data = _base")
-            self.emit("C[K_OPKTS[_cq]] += 1")
-            self.emit("C[K_OBYTES[_cq]] += L")
-            # wire TX: the host TX tuser when the packet came from host TX; host RX: the wire
-            # RX tuser (error bit 0) when it came from wire RX; else 0
-            self.emit(f"outputs.append(Output(_cq, _data, (user if {P} <= inp < {2 * P} else 0)"
-                      f" if _cq < {P} else (user & -2 if inp < {P} else 0)))")
+        guards = {e.program.hdr_type if e.program is not None and e.program.udp_port
+                  is not None else None for e in pl.egress_elements}
+        if pl.egress_elements and None not in guards:
+            # every egress element belongs to a UDP-port program: other packets skip them
+            cond = " or ".join(f"{self.names['meta.hdr_type']} == {k}" for k in sorted(guards))
+            with self.block(f"if {cond}:"):
+                self._egress(writes_e)
+            with self.block("else:"):
+                self._shared_deparse()
+        elif pl.egress_elements:
+            self._egress(writes_e)
+        else:
+            self._shared_deparse()
+        self.emit("C[K_OPKTS[_cq]] += 1")
+        self.emit("C[K_OBYTES[_cq]] += L")
+        # wire TX: the host TX tuser when the packet came from host TX; host RX: the wire
+        # RX tuser (error bit 0) when it came from wire RX; else 0
+        self.emit(f"outputs.append(Output(_cq, _data, (user if {P} <= inp < {2 * P} else 0)"
+                  f" if _cq < {P} else (user & -2 if inp < {P} else 0)))")
+
+    def _shared_deparse(self):
+        with self.block("if _base is None:"):
+            self._deparse("_base")
+        self.emit("_data = _base")
+
+    def _egress(self, writes_e):
+        """The egress elements on this copy's PHV (the fields they write copied), then its
+        own deparse if one of them rewrote a deparsed field, else the shared one."""
+        saved = self.names
+        names = dict(saved)
+        names["meta.egress_port"], names["meta.rid"] = "_cq", "_crid"
+        for c in sorted(writes_e):
+            names[c] = "e_" + saved[c]
+            self._used.add(names[c])
+            self.emit(f"{names[c]} = {saved[c]}")
+        self.emit("_eg_dirty = False")
+        self.names = names
+        self.emit("# ---- egress elements (this copy)")
+        self._elements(self.pipeline.egress_elements, egress=True)
+        with self.block("if _eg_dirty:"):
+            self._deparse("_data")
+        self.names = saved
+        with self.block("else:"):
+            self._shared_deparse()
 
     def _recirc(self):
         pl, N = self.pipeline, self.names
-        with self.block("if _to_recirc:"):
-            with self.block(f"if recirc_count >= {pl.max_recirc}:"):
-                self.emit("C['tm.recirc_limit'] += 1")
+        with self.block(f"if recirc_count >= {pl.max_recirc}:"):
+            self.emit("C['tm.recirc_limit'] += 1")
+        with self.block("else:"):
+            with self.block("if _base is None:"):
+                self._deparse("_base")
+            self.emit(f"_args = (_base, RECIRC_IN, 0, arrival, recirc_count + 1, "
+                      f"{N['meta.bridge']})")
+            self.emit("_deferred = M.deferred")
+            with self.block("if _deferred is not None:"):
+                self.emit("_deferred.append(_args)")
             with self.block("else:"):
-                with self.block("if _base is None:"):
-                    self._deparse("_base")
-                self.emit(f"_args = (_base, RECIRC_IN, 0, arrival, recirc_count + 1, "
-                          f"{N['meta.bridge']})")
-                self.emit("_deferred = M.deferred")
-                with self.block("if _deferred is not None:"):
-                    self.emit("_deferred.append(_args)")
-                with self.block("else:"):
-                    self.emit("outputs += _pass(*_args)")
+                self.emit("outputs += _pass(*_args)")
 
     # ---- deparser ------------------------------------------------------------------------------
     def _deparse(self, target):
@@ -649,8 +724,8 @@ class _Generator(Codegen):
             return f"{N[f]} != _o_{_ident(f)}"
         if "eth.dst" in W and "eth.src" in W:
             with self.block(f"if {changed('eth.dst')} or {changed('eth.src')}:"):
-                self.emit(f"_out[0:12] = (({N['eth.dst']} << 48) | {N['eth.src']})"
-                          ".to_bytes(12, 'big')")
+                self.emit(f"PACK_QI(_out, 0, ({N['eth.dst']} << 16) | ({N['eth.src']} >> 32), "
+                          f"{N['eth.src']} & 0xFFFFFFFF)")
         elif "eth.dst" in W or "eth.src" in W:
             f = "eth.dst" if "eth.dst" in W else "eth.src"
             with self.block(f"if {changed(f)}:"):
@@ -673,8 +748,7 @@ class _Generator(Codegen):
                         self.emit(f"{pack}(_out, _l3 + {off}, {N[f]})")
                     o = f"_o_{_ident(f)}"
                     if shift is None:
-                        terms.append(f"({N[f]} >> 16) + ({N[f]} & 0xFFFF) - ({o} >> 16) - "
-                                     f"({o} & 0xFFFF)")
+                        terms.append(_words_diff(N[f], o))
                     elif shift:
                         terms.append(f"(({N[f]} - {o}) << {shift})")
                     else:
@@ -704,9 +778,7 @@ class _Generator(Codegen):
                     terms = [f"{7 * 0xFFFF} - {ucsum}"]
                     for f in ("ipv4.src", "ipv4.dst"):
                         if f in W:
-                            o = f"_o_{_ident(f)}"
-                            terms.append(f"({N[f]} >> 16) + ({N[f]} & 0xFFFF) - ({o} >> 16) - "
-                                         f"({o} & 0xFFFF)")
+                            terms.append(_words_diff(N[f], f"_o_{_ident(f)}"))
                     for f in ("udp.sport", "udp.dport"):
                         if f in W:
                             terms.append(f"{N[f]} - _o_{_ident(f)}")

@@ -349,11 +349,11 @@ class Traffic:
             return f, port
         b = bytearray(f)
         l3, u, _ = app_of(f)
-        for _ in range(r.randrange(1, 4)):
-            i = r.choice([r.randrange(0, 12), r.randrange(l3 + 12, l3 + 20),
-                          r.randrange(u, u + 4), r.randrange(u + 8, min(len(b), u + 40))])
-            if i < len(b):
-                b[i] = r.getrandbits(8)
+        for _ in range(r.randrange(1, 4)):        # MACs, IPv4 addresses, UDP ports, app
+            lo, hi = r.choice([(0, 12), (l3 + 12, l3 + 20), (u, u + 4), (u + 8, u + 40)])
+            hi = min(hi, len(b))
+            if lo < hi:
+                b[r.randrange(lo, hi)] = r.getrandbits(8)
         return fix_ip_checksum(b, l3), port
 
     def observe(self, frame, port, outs):
@@ -884,7 +884,7 @@ def test_live_state_and_source():
     pair = Pair(default_pipeline())
     m = pair.dut
     assert "def _pass(frame, inp, user, arrival, recirc_count, bridge):" in m.source
-    assert "l3.routes" in m.source and "S_IP.unpack_from" in m.source
+    assert "l3.routes" in m.source and "S_FAST.unpack_from" in m.source
     t = Traffic(random.Random(3))
     t.setup(pair)
     c, s = t.clients[0], t.servers[0]

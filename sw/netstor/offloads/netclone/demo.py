@@ -69,14 +69,15 @@ def demo_step(rack, workdir, *, rate, duration):
     return res, format_line(res["summary"])
 
 
-def frame_costs(rack, n):
+def frame_costs(rack, n, model="compiled"):
     """The model switch's cost of NetClone frames (``netstor.testbed.framecost``): replies
-    first, so the servers are idle in the switch's state and the requests get cloned."""
+    first, so the servers are idle in the switch's state and the requests get cloned.
+    ``model``: ``"compiled"`` or ``"interpreter"``."""
     c, s = rack.clients[0], rack.servers[0]
     get = Header(op=Op.GET, key=7, req_id=1)
     rep = get.reply(Status.NOT_FOUND, server_id=1, queue_len=0)
     setup = netclone_config(rack.hosts, rack.servers)
-    dp = ModelDataplane(*config_ops(setup.config))
+    dp = ModelDataplane(*config_ops(setup.config), model=model)
     try:
         return {
             "netclone_reply": median_us(dp, lambda i: udp_frame(

@@ -87,14 +87,15 @@ def demo_step(rack, workdir, *, rate, duration):
     return res, format_line(res["summary"])
 
 
-def frame_costs(rack, n):
+def frame_costs(rack, n, model="compiled"):
     """The model switch's cost of NetRS frames (``netstor.testbed.framecost``): a request the
-    switch selects (its recirculated pass included) and a response."""
+    switch selects (its recirculated pass included) and a response. ``model``:
+    ``"compiled"`` or ``"interpreter"``."""
     c, s = rack.clients[0], rack.servers[0]
     get = Header(op=Op.GET, key=7, req_id=1)
     rep = get.reply(Status.NOT_FOUND, server_id=1, queue_len=0)
     cfg, _groups = rack_config(rack.hosts, rack.clients, rack.servers)
-    dp = ModelDataplane(*config_ops(cfg))
+    dp = ModelDataplane(*config_ops(cfg), model=model)
     try:
         return {
             "netrs_request": median_us(dp, lambda i: udp_frame(
