@@ -216,68 +216,68 @@ do
   DissectorTable.get("udp.port"):add(7431, proto)
 end
 
--- NetRS (in-network replica selection): UDP port 7432, 10-byte common part, layout by mf
+-- NetRS (in-network replica selection): UDP port 7432, 12-byte common part, layout by mf
 do
   local proto = Proto("netstor_netrs", "NetRS (in-network replica selection)")
   local vs = {}
   local f = {}
   f.rid = ProtoField.uint16("netstor_netrs.rid", "rid", base.DEC, nil)
   f.mf = ProtoField.uint64("netstor_netrs.mf", "mf", base.HEX, nil)
-  f.rv = ProtoField.uint16("netstor_netrs.rv", "rv", base.DEC, nil)
+  f.rv = ProtoField.uint32("netstor_netrs.rv", "rv", base.DEC, nil)
   f.rgid = ProtoField.uint16("netstor_netrs.rgid", "rgid", base.DEC, nil)
   f.avail = ProtoField.uint8("netstor_netrs.avail", "avail", base.DEC, nil)
   f.sm = ProtoField.uint32("netstor_netrs.sm", "sm", base.HEX, nil)
   f.ssl = ProtoField.uint16("netstor_netrs.ssl", "ssl", base.DEC, nil)
   f.ss_sid = ProtoField.uint16("netstor_netrs.ss_sid", "ss_sid", base.DEC, nil)
   f.ss_q = ProtoField.uint16("netstor_netrs.ss_q", "ss_q", base.DEC, nil)
-  f.ss_t = ProtoField.uint16("netstor_netrs.ss_t", "ss_t", base.DEC, nil)
+  f.ss_t = ProtoField.uint32("netstor_netrs.ss_t", "ss_t", base.DEC, nil)
   f.kind = ProtoField.string("netstor_netrs.kind", "kind")
   f.data = ProtoField.bytes("netstor_netrs.data", "data")
   proto.fields = { f.rid, f.mf, f.rv, f.rgid, f.avail, f.sm, f.ssl, f.ss_sid, f.ss_q, f.ss_t, f.kind, f.data }
   local e_short = ProtoExpert.new("netstor_netrs.malformed.short", "truncated netstor_netrs header", expert.group.MALFORMED, expert.severity.ERROR)
   local e_sel = ProtoExpert.new("netstor_netrs.malformed.mf", "unknown mf in netstor_netrs header", expert.group.MALFORMED, expert.severity.ERROR)
   proto.experts = { e_short, e_sel }
-  local COMMON = 10
+  local COMMON = 12
   -- field, byte offset, byte count, bit offset in those bytes (or false), width, name
   local common = {
     { f.rid, 0, 2, false, 16, "rid" },
     { f.mf, 2, 6, false, 48, "mf" },
-    { f.rv, 8, 2, false, 16, "rv" },
+    { f.rv, 8, 4, false, 32, "rv" },
   }
   -- mf (as lower-case hex) -> kind, header length, fields
   local variants = {
-    ["4e5253524551"] = { "request", 13, {
-      { f.rgid, 10, 2, false, 16, "rgid" },
-      { f.avail, 12, 1, false, 8, "avail" },
+    ["4e5253524551"] = { "request", 15, {
+      { f.rgid, 12, 2, false, 16, "rgid" },
+      { f.avail, 14, 1, false, 8, "avail" },
     } },
-    ["b1adacadacaf"] = { "selected request", 13, {
-      { f.rgid, 10, 2, false, 16, "rgid" },
-      { f.avail, 12, 1, false, 8, "avail" },
+    ["b1adacadacaf"] = { "selected request", 15, {
+      { f.rgid, 12, 2, false, 16, "rgid" },
+      { f.avail, 14, 1, false, 8, "avail" },
     } },
-    ["b1adacbbadac"] = { "DRS request", 13, {
-      { f.rgid, 10, 2, false, 16, "rgid" },
-      { f.avail, 12, 1, false, 8, "avail" },
+    ["b1adacbbadac"] = { "DRS request", 15, {
+      { f.rgid, 12, 2, false, 16, "rgid" },
+      { f.avail, 14, 1, false, 8, "avail" },
     } },
-    ["4e5253525350"] = { "response", 22, {
-      { f.sm, 10, 4, false, 32, "sm" },
-      { f.ssl, 14, 2, false, 16, "ssl" },
-      { f.ss_sid, 16, 2, false, 16, "ss_sid" },
-      { f.ss_q, 18, 2, false, 16, "ss_q" },
-      { f.ss_t, 20, 2, false, 16, "ss_t" },
+    ["4e5253525350"] = { "response", 26, {
+      { f.sm, 12, 4, false, 32, "sm" },
+      { f.ssl, 16, 2, false, 16, "ssl" },
+      { f.ss_sid, 18, 2, false, 16, "ss_sid" },
+      { f.ss_q, 20, 2, false, 16, "ss_q" },
+      { f.ss_t, 22, 4, false, 32, "ss_t" },
     } },
-    ["4e52534d4f4e"] = { "monitored response", 22, {
-      { f.sm, 10, 4, false, 32, "sm" },
-      { f.ssl, 14, 2, false, 16, "ssl" },
-      { f.ss_sid, 16, 2, false, 16, "ss_sid" },
-      { f.ss_q, 18, 2, false, 16, "ss_q" },
-      { f.ss_t, 20, 2, false, 16, "ss_t" },
+    ["4e52534d4f4e"] = { "monitored response", 26, {
+      { f.sm, 12, 4, false, 32, "sm" },
+      { f.ssl, 16, 2, false, 16, "ssl" },
+      { f.ss_sid, 18, 2, false, 16, "ss_sid" },
+      { f.ss_q, 20, 2, false, 16, "ss_q" },
+      { f.ss_t, 22, 4, false, 32, "ss_t" },
     } },
-    ["4e5253445253"] = { "DRS response", 22, {
-      { f.sm, 10, 4, false, 32, "sm" },
-      { f.ssl, 14, 2, false, 16, "ssl" },
-      { f.ss_sid, 16, 2, false, 16, "ss_sid" },
-      { f.ss_q, 18, 2, false, 16, "ss_q" },
-      { f.ss_t, 20, 2, false, 16, "ss_t" },
+    ["4e5253445253"] = { "DRS response", 26, {
+      { f.sm, 12, 4, false, 32, "sm" },
+      { f.ssl, 16, 2, false, 16, "ssl" },
+      { f.ss_sid, 18, 2, false, 16, "ss_sid" },
+      { f.ss_q, 20, 2, false, 16, "ss_q" },
+      { f.ss_t, 22, 4, false, 32, "ss_t" },
     } },
   }
   local function add(t, tvb, v, e, n, hdr)

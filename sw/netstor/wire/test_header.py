@@ -56,7 +56,7 @@ def test_storage_header_is_the_declared_one():
 def test_netrs_layouts_come_from_one_declaration():
     from netstor.offloads.netrs import header as rs
     req = rs.RsRequest(rgid=0x0102, avail=5).pack()
-    assert req == bytes.fromhex("0000 4e5253524551 0000 0102 05")
+    assert req == bytes.fromhex("0000 4e5253524551 00000000 0102 05")
     assert rs.HEADER.unpack(req)._fields == tuple(n for n, _ in rs.REQ_FIELDS)
     resp = rs.RsResponse(rid=3, mf=rs.M_MON, rv=1, ss_sid=2, ss_q=4, ss_t=16)
     assert rs.HEADER.unpack(resp.pack()) == tuple(resp)

@@ -123,22 +123,22 @@ def test_netrs_layer_layout_follows_the_magic():
     from netstor.offloads.netrs import header as rs
     from netstor.wire.layers import NetstorNetrs
     req = NetstorNetrs(rgid=0x0102, avail=5)
-    assert raw(req) == bytes.fromhex("0000 4e5253524551 0000 0102 05")
+    assert raw(req) == bytes.fromhex("0000 4e5253524551 00000000 0102 05")
     assert raw(req) == rs.RsRequest(rgid=0x0102, avail=5).pack()
-    resp = NetstorNetrs(rid=3, mf=rs.M_MON, rv=0x1234, sm=0x10002, ssl=6, ss_sid=7, ss_q=9,
-                        ss_t=0xFFFF)
-    want = bytes.fromhex("0003 4e52534d4f4e 1234 00010002 0006 0007 0009 ffff")
-    assert raw(resp) == want == rs.RsResponse(3, rs.M_MON, 0x1234, 0x10002, 6, 7, 9,
-                                              0xFFFF).pack()
+    resp = NetstorNetrs(rid=3, mf=rs.M_MON, rv=0x12345678, sm=0x10002, ssl=8, ss_sid=7,
+                        ss_q=9, ss_t=0x0042AAFF)
+    want = bytes.fromhex("0003 4e52534d4f4e 12345678 00010002 0008 0007 0009 0042aaff")
+    assert raw(resp) == want == rs.RsResponse(3, rs.M_MON, 0x12345678, 0x10002, 8, 7, 9,
+                                              0x0042AAFF).pack()
     assert resp.summary().endswith("monitored response")
     inner = proto.Header(op=proto.Op.GET, key=5, req_id=6).pack()
-    for head, n in ((want, 22), (raw(NetstorNetrs(mf=rs.f(rs.M_DRS), rgid=1)), 13)):
+    for head, n in ((want, 26), (raw(NetstorNetrs(mf=rs.f(rs.M_DRS), rgid=1)), 15)):
         u = UDP(raw(UDP(sport=rs.NETRS_UDP_PORT, dport=rs.NETRS_UDP_PORT) / head / inner))
         assert len(u[NetstorNetrs]) - len(u[Netstor]) == n
         assert u[Netstor].key == 5 and u[Netstor].req_id == 6
     # an unknown magic keeps only the common part
     odd = NetstorNetrs(raw(NetstorNetrs(mf=1)) + b"abc")
-    assert len(raw(NetstorNetrs(mf=1))) == 10 and odd.rgid is None and odd.sm is None
+    assert len(raw(NetstorNetrs(mf=1))) == 12 and odd.rgid is None and odd.sm is None
     assert raw(odd.payload) == b"abc"
 
 

@@ -165,19 +165,19 @@ def test_tshark_dissects_every_header(tmp_path):
 
 
 def test_tshark_dissects_netrs_by_magic(tmp_path):
-    """NetRS: the layout follows the magic field (request 13 bytes, response 22); the
+    """NetRS: the layout follows the magic field (request 15 bytes, response 26); the
     storage message behind it is dissected by the netstor dissector. Bytes hand-computed."""
     from netstor.offloads.netrs import header as rs
     port = ("10.0.0.9", rs.NETRS_UDP_PORT)
     inner = proto.Header(op=proto.Op.GET, key=77, req_id=0x01020304).pack()
-    req = bytes.fromhex("0000 4e5253524551 0000 0102 05")                    # M_REQ
-    sel = bytes.fromhex("0003 b1adacadacaf 1234 0102 05")                    # f(M_RESP)
-    resp = bytes.fromhex("0003 4e5253525350 1234 00000000 0006 0007 0009 0040")  # M_RESP
-    mon = bytes.fromhex("0003 4e52534d4f4e 1234 00010002 0006 0007 0009 ffff")   # M_MON
-    unknown = bytes.fromhex("0000 010203040506 0000 aa")
+    req = bytes.fromhex("0000 4e5253524551 00000000 0102 05")                # M_REQ
+    sel = bytes.fromhex("0003 b1adacadacaf 00001234 0102 05")                # f(M_RESP)
+    resp = bytes.fromhex("0003 4e5253525350 00001234 00000000 0008 0007 0009 00000040")
+    mon = bytes.fromhex("0003 4e52534d4f4e 00001234 00010002 0008 0007 0009 0042aaff")
+    unknown = bytes.fromhex("0000 010203040506 00000000 aa")
     frames = [_frame(port, port, req + inner), _frame(port, port, sel + inner),
               _frame(port, port, resp + inner), _frame(port, port, mon),
-              _frame(port, port, unknown), _frame(port, port, resp[:15])]
+              _frame(port, port, unknown), _frame(port, port, resp[:17])]
     got = _dissect(tmp_path, frames, [DEFAULT_OUT])
     g_req, g_sel, g_resp, g_mon, g_unk, g_short = got
     for g, kind in ((g_req, "request"), (g_sel, "selected request")):
@@ -190,13 +190,13 @@ def test_tshark_dissects_netrs_by_magic(tmp_path):
     assert _num(g_req, "netstor_netrs.mf") == rs.M_REQ and _num(g_sel, "netstor_netrs.mf") == \
         rs.f(rs.M_RESP)
     for g, kind, sm, t in ((g_resp, "response", 0, 0x40),
-                           (g_mon, "monitored response", 0x10002, 0xFFFF)):
+                           (g_mon, "monitored response", 0x10002, 0x0042AAFF)):
         assert g["netstor_netrs.kind"][0].get("show") == kind
         assert [_num(g, f"netstor_netrs.{n}") for n in ("sm", "ssl", "ss_sid", "ss_q", "ss_t")] \
-            == [sm, 6, 7, 9, t]
+            == [sm, 8, 7, 9, t]
         assert "netstor_netrs.rgid" not in g and not _experts(g)
     assert _num(g_resp, "netstor.key") == 77 and "netstor" not in g_mon
     assert _experts(g_unk) == ["unknown mf 0x010203040506"]
     assert bytes.fromhex(g_unk["netstor_netrs.data"][0].get("value")) == b"\xaa"
-    assert _experts(g_short) == ["truncated netstor_netrs header: 15 of 22 bytes"]
+    assert _experts(g_short) == ["truncated netstor_netrs header: 17 of 26 bytes"]
     assert _num(g_short, "netstor_netrs.sm") == 0 and "netstor_netrs.ss_sid" not in g_short

@@ -13,8 +13,9 @@ from netstor.sim.axil_transport import AxilTransport
 from netstor.sim.core_env import CoreEnv
 from netstor.sim.frames import udp_frame
 
-from .header import RsRequest, RsResponse
+from .header import SSL, RsRequest, RsResponse
 from .program import DRS_RID, M_DRS, M_MON, M_REQ, M_RESP, NETRS_UDP_PORT
+from .ranking import n_code
 
 SEED = int(os.environ.get("NETSTOR_SEED", "1"))
 
@@ -27,7 +28,7 @@ def _rs_request(rng, group, *, avail=0xFF, src="10.77.0.1", dst="10.77.1.1", mf=
 
 
 def _rs_response(rng, rid, mf, rv, sid, q, t, *, marker=0, src="10.77.1.1", dst="10.77.0.1"):
-    hdr = RsResponse(rid, mf, rv & 0xFFFF, marker, 6, sid, q, t).pack()
+    hdr = RsResponse(rid, mf, rv & 0xFFFFFFFF, marker, SSL, sid, q, t).pack()
     payload = hdr + bytes(rng.randrange(256) for _ in range(rng.choice([10, 60])))
     return udp_frame(rng, 64 + len(payload), src=src, dst=dst, sport=NETRS_UDP_PORT,
                      dport=NETRS_UDP_PORT, payload=payload)
@@ -35,12 +36,16 @@ def _rs_response(rng, rid, mf, rv, sid, q, t, *, marker=0, src="10.77.1.1", dst=
 
 @cocotb.test()
 async def test_netrs(dut):
-    """NetRS on the RTL against the model: selections by C3 / least outstanding / power of two
-    choices / round robin with the availability bits, back-to-back requests (the recirculated
-    second passes that count outstanding requests come after the burst, as the model is told),
-    responses updating the state (EWMA q, t, response time from RV), responses for unknown
-    servers and other RSNodes, DRS, requests forwarded to another RSNode or dropped, source
-    markers and the monitor, a wrong magic field and a truncated header.
+    """NetRS on the RTL against the model: selections by C3 (n below and above 127) / least
+    outstanding / power of two choices / round robin with the availability bits, back-to-back
+    requests (the recirculated second passes that count outstanding requests come after the
+    burst, as the model is told), responses updating the state (EWMAs of q, t and the
+    response time from RV, in the time unit and with the weight each group's RV carries:
+    groups of different units and weights; service times from 1 us to the 32-bit maximum,
+    RVs from the switch and random ones with every unit code, so samples saturate in every
+    field, counted in rs.samples), responses for unknown servers and other RSNodes, DRS,
+    requests forwarded to another RSNode or dropped, source markers and the monitor, a wrong
+    magic field and a truncated header.
 
     meta.arrival is a cycle count the model cannot know; RV and the response time use it in
     units of 256 cycles, so NetRS packets are sent in windows well inside one 256-cycle unit
@@ -52,9 +57,10 @@ async def test_netrs(dut):
     servers = {1: "10.77.1.1", 2: "10.77.1.2", 3: "10.77.1.3", 4: "10.77.1.4"}
     sw = "02:00:00:00:ff:01"
 
-    def group(algo, n, mask, sids):
+    def group(algo, n, mask, sids, unit, ewma):
         sl = {f"s{k}": (sids[k] if k < len(sids) else 0) for k in range(8)}
-        return {"action": "replicas", "params": {"algo": algo, "n": n, "mask": mask, **sl}}
+        return {"action": "replicas", "params": {"algo": algo, "n": n, "mask": mask,
+                                                 "unit": unit, "ewma": ewma, **sl}}
 
     cfg = {"tables": {
         "l3.routes": {"entries": [
@@ -71,10 +77,11 @@ async def test_netrs(dut):
         "rs.forward": {"entries": [{"key": 9, "action": "forward", "params": {
             "port": 1, "dmac": "02:00:00:00:0a:09", "smac": sw}}]},
         "rs.rgroups": {"entries": [
-            {"key": 7, **group(0, 2, 0b111, [1, 2, 3])},
-            {"key": 8, **group(1, 1, 0b1111, [1, 2, 3, 4])},
-            {"key": 9, **group(2, 1, 0b1111, [4, 3, 2, 1])},
-            {"key": 10, **group(3, 1, 0b111, [2, 3, 4])}]},
+            {"key": 7, **group(0, 2, 0b111, [1, 2, 3], 0, 3)},
+            {"key": 11, **group(0, n_code(500), 0b111, [3, 1, 2], 6, 1)},
+            {"key": 8, **group(1, 1, 0b1111, [1, 2, 3, 4], 12, 7)},
+            {"key": 9, **group(2, 1, 0b1111, [4, 3, 2, 1], 2, 0)},
+            {"key": 10, **group(3, 1, 0b111, [2, 3, 4], 9, 4)}]},
         "rs.servers": {"entries": [
             {"key": s, "action": "server", "params": {"ip": ip, "mac": f"02:00:00:00:01:0{s}",
                                                       "smac": sw, "port": 1}}
@@ -104,7 +111,7 @@ async def test_netrs(dut):
         kind = rng.randrange(10)
         if kind <= 4:                      # 1-3 requests back to back from the client side
             for _ in range(rng.choice([1, 1, 2, 3])):
-                g = rng.choice([7, 7, 8, 9, 10, 99])
+                g = rng.choice([7, 7, 11, 8, 9, 10, 99])
                 avail = rng.choice([0xFF, 0xFF, 0xFF, 0b110, 0b1001, 0b1000_0000])
                 src = rng.choice(["10.77.0.1", "10.77.0.2", "10.77.0.1", "10.77.0.9",
                                   "10.77.0.20", "10.77.0.21"] if rng.random() < 0.3
@@ -115,12 +122,13 @@ async def test_netrs(dut):
                 arrival += 2 + len(f) // 64
         elif kind <= 8:                    # 1-2 responses from the server side
             for _ in range(rng.choice([1, 1, 2])):
-                sid = rng.choice([1, 2, 3, 4, 4, 44])
+                sid = rng.choice([1, 2, 3, 4, 4, 44, 70])
                 mf = rng.choice([M_RESP] * 6 + [M_DRS, M_MON])
                 rid = rng.choice([5] * 8 + [6, 9, DRS_RID])
-                rv = rng.choice(rvs[-8:])
-                f = _rs_response(rng, rid, mf, rv, sid, rng.choice([0, 1, 3, 70000 & 0xFFFF]),
-                                 rng.choice([16, 40, 400, 0xFFFF]),
+                rv = rng.choice(rvs[-8:]) if rng.random() < 0.8 else rng.getrandbits(32)
+                f = _rs_response(rng, rid, mf, rv, sid, rng.choice([0, 1, 3, 4096, 0xFFFF]),
+                                 rng.choice([1000, 40_000, 400_000, 4_000_000, 70_000_000,
+                                             rng.getrandbits(32), 0xFFFFFFFF]),
                                  src=servers.get(sid, "10.77.1.44"),
                                  dst=rng.choice(["10.77.0.1", "10.77.0.9"]))
                 await env.send(f, 1, arrival=arrival)
@@ -143,16 +151,18 @@ async def test_netrs(dut):
             env.expect_deferred()       # second passes after the burst, as in hardware
         # the RVs requests left with (so responses carry real ones)
         for fr, _ in env.expected[1][-3:]:
-            if len(fr) > 52 and fr[36:38] == NETRS_UDP_PORT.to_bytes(2, "big"):
-                rvs.append(int.from_bytes(fr[50:52], "big"))
+            if len(fr) > 54 and fr[36:38] == NETRS_UDP_PORT.to_bytes(2, "big"):
+                rvs.append(int.from_bytes(fr[50:54], "big"))
     await env.drain(timeout_cycles=40000)
     env.check_outputs()
     await env.check_counters()
     await env.check_memories(["rs.st0", "rs.st5",       # two of the 8 copies (time)
-                              
-        "rs.monitor", "rs.noreplica", "rs.rr", "rs.seq"])
+                              "rs.samples", "rs.monitor", "rs.noreplica", "rs.rr", "rs.seq"])
     m = env.model
     picked = {s: m.mem_read("rs.st0", s) for s in servers}
     assert sum(m.mem_read("rs.monitor", a) for a in range(64)) > 10
     assert m.mem_read("rs.noreplica", 0) > 0 and m.counter_read("out1.pkts") > 40
     assert all(v != 0 for v in picked.values()), picked    # every server got state
+    cells = [m.mem_read("rs.samples", k) for k in range(8)]
+    assert cells[0] > 0 and all(sum(c for k, c in enumerate(cells) if k & b) > 0
+                                for b in (1, 2, 4)), cells   # every kind of saturation

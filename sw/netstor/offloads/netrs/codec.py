@@ -4,9 +4,10 @@ Server: requests arrive on the NetRS port behind the 13-byte request header; onl
 server receives are accepted (``f(M_RESP)`` after a selection, ``f(M_DRS)`` after degraded
 selection: a bare ``M_REQ`` never passed an RSNode or a ToR, a response magic is not a request);
 anything else is dropped (``rs_dropped``). The reply goes back behind the 22-byte response
-header: ``rid`` and ``rv`` echoed, ``mf = f^-1(mf)``, ``sm`` 0 (the ToR fills it), ``ssl`` 6,
+header: ``rid`` and ``rv`` echoed, ``mf = f^-1(mf)``, ``sm`` 0 (the ToR fills it), ``ssl`` 8,
 ``ss_sid`` this server's id, ``ss_q`` the queue a new request would wait in, ``ss_t`` this
-request's service time in UQ12.4 microseconds (saturated at 0xFFFF = 4.1 ms).
+request's service time in nanoseconds (32 bits, saturated at 4.29 s; the RSNode converts it
+to the replica group's unit).
 
 Client: replies behind a NetRS response header are unwrapped (``Completion.head``).
 """
@@ -34,7 +35,7 @@ class NetRSCodec(ServerCodec):
         return RsRequest.unpack(data), data[REQ_LEN:]
 
     def reply_header(self, header, server_id, load, service_ns):
-        return header.response(server_id, load, service_ns / 1000.0).pack()
+        return header.response(server_id, load, service_ns).pack()
 
     def split_reply(self, data):
         if len(data) >= RESP_LEN + 2 and \

@@ -42,12 +42,15 @@ seconds, NetRS p50 1.3 s); at 4 ms and the 150 req/s the switch sustains (utilis
 the switch's queue (mean sojourn 9-16 ms per NetRS frame) is several times the service time
 (measured: c3 p50 3.3 ms / p99 22 ms, NetRS p50 15 ms / p99 72..321 ms: the switch, not the
 selection). At x5 the switch's ~10 ms per NetRS round trip is half a slow-mode service time.
-The price: the data plane's 16-bit UQ12.4 us fields cap service and response times at
-4.096 ms. Exp(20 ms) / Exp(5 ms) service times are mostly above it (the EWMAs of the
-clipped samples still differ, ~4.0 vs ~3.3 ms), and 88 % (c3) / 99.8 % (NetRS) of the
-latencies are above it (``over_4096us``), so R is saturated for both schemes and C3 ranks
-on q, os and a compressed T. The cap is the data plane's (rtl), and at the paper's own
-scale (t_kv = 4 ms: 36 % of slow-mode service times) it would clip too.
+Time unit: both schemes keep their state in the unit ``TIME_UNIT_US`` = 262.144 us (u = 8:
+service and response times up to 1.07 s, resolution 16 us), the replica groups' setting in
+the switch and ``--c3-time-unit-us`` at the clients; each row reports the measured share of
+saturated samples: ``saturated`` (the switch's bank ``rs.samples``, NetRS; the clients'
+own count, c3) and ``over_saturation`` (the share of latencies beyond the unit's limit).
+The findings below were measured before the unit was a setting, when the state's time
+fields were UQ12.4 us (max 4.096 ms): then Exp(20 ms) / Exp(5 ms) service times were mostly
+above it and 88 % (c3) / 99.8 % (NetRS) of the latencies too (``over_4096us``), so R was
+saturated for both schemes and C3 ranked on q, os and a compressed T.
 
 Schemes:
 
@@ -92,12 +95,16 @@ from netstor.testbed.experiment import (STORAGE_PORT, fmt, latency_row, rack_ses
                                         run_main, server_stats, start_switch, stop_run,
                                         write_result)
 
+from netstor.api import Device
 from netstor.offloads.netrs.config import rack_config
+from netstor.offloads.netrs.formats import saturation_shares, saturation_us, unit_code
 from netstor.offloads.netrs.header import NETRS_UDP_PORT
 
 __all__ = ["run_scheme", "run_compare", "format_table", "SCHEMES", "main", "FINDINGS"]
 
 SCHEMES = ("c3", "netrs")
+#: the state's time unit at x5 scale (slow-mode means of 80 ms): up to 1.07 s
+TIME_UNIT_US = 262.144
 
 FINDINGS = __doc__.split("Findings")[1]
 
@@ -117,8 +124,8 @@ def load_argv(rack, groups, scheme, *, rate, duration, seed, out, workers, timeo
     port = NETRS_UDP_PORT if scheme == "netrs" else STORAGE_PORT
     extra = ["--replica-groups", spec]
     if scheme == "c3":
-        extra += ["--c3-n", min(255, len(rack.clients) * selectors), "--c3-workers", workers,
-                  "--c3-selectors", selectors]
+        extra += ["--c3-n", len(rack.clients) * selectors, "--c3-workers", workers,
+                  "--c3-selectors", selectors, "--c3-time-unit-us", TIME_UNIT_US]
     return experiment.load_argv(scheme, [f"{h.ip}:{port}" for h in rack.servers], rate=rate,
                                 duration=duration, seed=seed, out=out, timeout=timeout,
                                 extra=extra)
@@ -137,8 +144,9 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
     ``rate``; returns the summary row."""
     tmp = Path(tmp)
     stats = tmp / f"{tag}{scheme}-switch.json"
+    ctl = tmp / f"{tag}{scheme}-switch.sock"
     start_switch(rack, config, tmp, stats_json=stats, log=tmp / f"{tag}{scheme}-sw.log",
-                 name=f"switch-rs-{scheme}")
+                 name=f"switch-rs-{scheme}", control=ctl)
     procs = start_servers(rack, tmp, service_model, workers=workers, seed=seed * 100,
                           tag=tag + scheme)
     try:
@@ -148,17 +156,22 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
                                         seed=seed + i, out=out, workers=workers,
                                         selectors=selectors),
             duration=duration, tag=tag)
+        with Device.open(f"unix:{ctl}") as dev:          # samples by saturation pattern
+            samples = [dev.bank("rs.samples").read(k) for k in range(8)]
     finally:
         stop_run(rack, procs)
     sw = json.loads(stats.read_text())
     servers = _server_counts(procs)
     row, lat = latency_row(scheme, res, rate * len(rack.clients))
+    limit = saturation_us(unit_code(TIME_UNIT_US))
     served = sum(s["served"] for s in servers.values())
     ports = sw.get("ports") or {}
     row.update({
-        # share of latencies (~ the response times R the selectors see) beyond the data
-        # plane's 16-bit UQ12.4 us fields (4095.9 us): saturated R samples
-        "over_4096us": round(sum(1 for x in lat if x >= 4096) / len(lat), 3) if lat else None,
+        # share of latencies (~ the response times R the selectors see) beyond the state's
+        # range in its time unit; the samples that saturated, counted where they were taken
+        "over_saturation": round(sum(1 for x in lat if x >= limit) / len(lat), 4)
+        if lat else None,
+        "saturated": saturation_shares(samples) if scheme == "netrs" else _c3_saturated(res),
         "per_server": {sid: s["served"] for sid, s in servers.items()},
         "slow_share": round(sum(s["slow_served"] for s in servers.values()) / max(1, served),
                             3),
@@ -180,6 +193,17 @@ def run_scheme(rack, groups, config, scheme, tmp, *, service_model, rate, durati
     return row
 
 
+def _c3_saturated(res):
+    """The client-side selectors' saturated samples, over all clients."""
+    n = sum((r.get("c3") or {}).get("saturated", {}).get("samples", 0) for r in res.values())
+    out = {"samples": n}
+    for k in ("q", "t", "r", "any"):
+        out[k] = None if n == 0 else sum(
+            (r["c3"]["saturated"][k] or 0) * r["c3"]["saturated"]["samples"]
+            for r in res.values() if (r.get("c3") or {}).get("saturated")) / n
+    return out
+
+
 def run_compare(*, clients=4, servers=3, rate=33.75, duration=20.0, tkv_us=20000.0, d=4.0,
                 interval_ms=250.0, workers=1, schemes=SCHEMES, out=None, log=None, seed=1,
                 repeats=2, selectors=25):
@@ -188,7 +212,7 @@ def run_compare(*, clients=4, servers=3, rate=33.75, duration=20.0, tkv_us=20000
     model = f"fluct:{tkv_us:g}:{d:g}:{interval_ms:g}"
     offered = rate * clients
     result = {"setup": {"clients": clients, "selectors_per_client": selectors,
-                        "c3_n": min(255, clients * selectors),
+                        "c3_n": clients * selectors, "time_unit_us": TIME_UNIT_US,
                         "servers": servers, "workers_per_server": workers,
                         "rate_per_client": rate, "offered_rps": offered,
                         "duration_s": duration, "service_model": model,
@@ -200,7 +224,8 @@ def run_compare(*, clients=4, servers=3, rate=33.75, duration=20.0, tkv_us=20000
                                    "over all clients"},
               "runs": []}
     with rack_session(result, clients, servers, tag="rs") as (rack, tmp):
-        config, groups = rack_config(rack.hosts, rack.clients, rack.servers)
+        config, groups = rack_config(rack.hosts, rack.clients, rack.servers,
+                                     time_unit_us=TIME_UNIT_US)
         print(f"rack {rack.prefix}: {clients} clients, {servers} servers x {workers} "
               f"worker(s), {len(groups)} replica groups; {offered:g} req/s offered "
               f"(nominal utilisation {result['setup']['nominal_util']:.2f}), {model}, "

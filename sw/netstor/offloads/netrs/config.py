@@ -17,6 +17,23 @@ the data plane's tables and banks (``netstor.offloads.netrs.program``)::
         - {id: 1, ip: 10.77.1.10, mac: "02:4e:53:00:01:00", smac: "02:4e:53:ff:00:01", port: 1}
       replica_groups:                      # rs.rgroups: group id -> up to 8 server ids
         - {id: 0, servers: [1, 2, 3], algo: c3, n: 1}    # algo c3|lor|p2c|rr (default c3)
+        - {id: 1, servers: [4, 5, 6], n: 500, time_unit_us: 262.144, ewma: 1/16}
+
+Replica group settings (defaults in brackets):
+
+* ``algo`` [c3]; ``n`` [1]: C3's multiplier of the outstanding requests (the number of
+  independent selectors), 0..31744, carried as an 8-bit code: exact up to 127, beyond that
+  the nearest of 16 values per octave (within 3.1 %; ``ranking.n_code``);
+* ``time_unit_us`` [65.536]: the unit of the group's service and response times in the
+  state (UQ12.4: up to 4095.94 units, then saturated): ``1.024 * 2^u`` us, u = 0..12
+  (1.024 us .. 4194.304 us). The default fits the paper's 4 ms service times with a 10x
+  fluctuation (means up to 40 ms) with room: it saturates at 268 ms
+  (:func:`netstor.offloads.netrs.formats.unit_for` gives the finest unit for a limit);
+* ``ewma`` [1/8]: the weight of a new sample in the EWMAs of q, t and r, ``2^-w``, w = 0..7
+  (a number or a string like ``"1/8"``).
+
+The state is per server, so two groups of one section that share a server must have the
+same ``time_unit_us`` and ``ewma`` (an error names both groups and the server).
 
 Every key is optional; the listed tables are replaced (entries not listed are removed), like
 a ``tables:`` entry with ``replace: true``. Errors name the place (``netrs.servers[1]: ...``)
@@ -44,12 +61,18 @@ from __future__ import annotations
 import ipaddress
 from collections import defaultdict
 
+from netstor.offloads.netrs.formats import (DEFAULT_EWMA, DEFAULT_UNIT, ewma_shift, ewma_weight,
+                                           unit_code, unit_us)
 from netstor.offloads.netrs.program import DRS_RID, NR, SERVERS, TGROUPS
+from netstor.offloads.netrs.ranking import N_MAX, n_code
 
 __all__ = ["expand_section", "apply_section", "plan_configs", "device_ports", "port_mac",
-           "host_mac", "ALGOS", "server_ids", "ring_replica_groups"]
+           "host_mac", "ALGOS", "server_ids", "ring_replica_groups", "DEFAULT_TIME_UNIT_US",
+           "DEFAULT_EWMA_WEIGHT", "group_settings"]
 
 ALGOS = {"c3": 0, "lor": 1, "p2c": 2, "rr": 3}
+DEFAULT_TIME_UNIT_US = unit_us(DEFAULT_UNIT)        # 65.536
+DEFAULT_EWMA_WEIGHT = ewma_weight(DEFAULT_EWMA)     # 0.125
 _KEYS = {"marker", "rsnodes", "traffic_groups", "forward", "servers", "replica_groups"}
 
 
@@ -143,9 +166,11 @@ def expand_section(value):
         tables["rs.servers"] = {"entries": ents}
     if "replica_groups" in sec:
         ents = []
+        owner = {}                       # server id -> (entry index, group id, unit, ewma)
         for i, e in enumerate(_list("netrs.replica_groups", sec["replica_groups"])):
             w = f"netrs.replica_groups[{i}]"
-            _map(w, e, need=("id", "servers"), allowed=("algo", "n"))
+            _map(w, e, need=("id", "servers"), allowed=("algo", "n", "time_unit_us", "ewma"))
+            gid = _int(f"{w}.id", e["id"], 0, 0xFFFF)
             sids = [_int(f"{w}.servers[{k}]", s, 0, SERVERS - 1)
                     for k, s in enumerate(_list(f"{w}.servers", e["servers"]))]
             if not 1 <= len(sids) <= NR:
@@ -153,13 +178,36 @@ def expand_section(value):
             algo = e.get("algo", "c3")
             if algo not in ALGOS:
                 raise _err(f"{w}.algo", f"{algo!r} is not one of {sorted(ALGOS)}")
-            params = {"algo": ALGOS[algo], "n": _int(f"{w}.n", e.get("n", 1), 0, 255),
-                      "mask": (1 << len(sids)) - 1}
+            unit, ew = group_settings(w, e)
+            for s in sids:
+                if s in owner and owner[s][2:] != (unit, ew):
+                    j, other, u2, w2 = owner[s]
+                    raise _err(w, f"server {s} is also in group {other} "
+                                  f"(netrs.replica_groups[{j}]) with time_unit_us "
+                                  f"{unit_us(u2):g} and ewma 1/{1 << w2}, here "
+                                  f"{unit_us(unit):g} and 1/{1 << ew}: the groups of a server "
+                                  "share its state, so they need the same unit and weight")
+                owner.setdefault(s, (i, gid, unit, ew))
+            params = {"algo": ALGOS[algo],
+                      "n": n_code(_int(f"{w}.n", e.get("n", 1), 0, N_MAX)),
+                      "mask": (1 << len(sids)) - 1, "unit": unit, "ewma": ew}
             params.update({f"s{k}": (sids[k] if k < len(sids) else 0) for k in range(NR)})
-            ents.append({"key": _int(f"{w}.id", e["id"], 0, 0xFFFF), "action": "replicas",
-                         "params": params})
+            ents.append({"key": gid, "action": "replicas", "params": params})
         tables["rs.rgroups"] = {"entries": ents}
     return {"tables": tables, "banks": banks}
+
+
+def group_settings(where, e):
+    """``(unit code, EWMA shift)`` of a replica group entry (defaults 65.536 us, 1/8)."""
+    try:
+        unit = unit_code(e.get("time_unit_us", DEFAULT_TIME_UNIT_US))
+    except ValueError as x:
+        raise _err(f"{where}.time_unit_us", str(x)) from None
+    try:
+        ew = ewma_shift(e.get("ewma", DEFAULT_EWMA_WEIGHT))
+    except ValueError as x:
+        raise _err(f"{where}.ewma", str(x)) from None
+    return unit, ew
 
 
 def apply_section(dev, value, dry_run=False):
@@ -257,11 +305,13 @@ def _routes(topo, dev):
     return ents
 
 
-def plan_configs(inst, plan, replica_groups=None, *, algo="c3", n=1, routes=True, ids=None):
+def plan_configs(inst, plan, replica_groups=None, *, algo="c3", n=1, routes=True, ids=None,
+                 time_unit_us=DEFAULT_TIME_UNIT_US, ewma=DEFAULT_EWMA_WEIGHT):
     """``{switch: config}`` realising ``plan`` (see the module doc). ``replica_groups``:
     ``{group id: [server host, ...]}`` (default: :func:`ring_replica_groups` of every host
     that is not in a traffic group); ``ids``: operator -> RSNode id (default
-    :func:`netstor.offloads.netrs.rules.assign_rsnode_ids`)."""
+    :func:`netstor.offloads.netrs.rules.assign_rsnode_ids`); ``algo``, ``n``,
+    ``time_unit_us``, ``ewma``: every replica group's settings (module doc)."""
     from .rules import assign_rsnode_ids
     topo = inst.topo
     ids = dict(assign_rsnode_ids(topo) if ids is None else ids)
@@ -304,7 +354,8 @@ def plan_configs(inst, plan, replica_groups=None, *, algo="c3", n=1, routes=True
                 {"rsnode": ids[o], "port": port, "dmac": dmac, "smac": smac})
     for dev in sorted({topo.operators[o].switch for o in used}):
         secs[dev]["replica_groups"] = [
-            {"id": g, "servers": [sid[s] for s in members], "algo": algo, "n": n}
+            {"id": g, "servers": [sid[s] for s in members], "algo": algo, "n": n,
+             "time_unit_us": time_unit_us, "ewma": ewma}
             for g, members in sorted(replica_groups.items())]
         ents = []
         for s in servers:
@@ -327,13 +378,15 @@ def plan_configs(inst, plan, replica_groups=None, *, algo="c3", n=1, routes=True
 RACK_RSNODE = 1
 
 
-def rack_config(hosts, clients, servers, *, groups=None, algo="c3", n=1, rsnode=RACK_RSNODE):
+def rack_config(hosts, clients, servers, *, groups=None, algo="c3", n=1, rsnode=RACK_RSNODE,
+                time_unit_us=DEFAULT_TIME_UNIT_US, ewma=DEFAULT_EWMA_WEIGHT):
     """The configuration that runs NetRS on a test-bed rack (:class:`netstor.testbed.rack.Rack`):
     the switch is the ToR and the only RSNode (id ``rsnode``): the clients' /24 is one traffic
     group, server ``rack.servers[k]`` is NetRS server ``k + 1``, replica groups are
     ``groups`` (lists of indexes into ``servers``; default: 3 consecutive servers on a ring,
     as :func:`netstor.offloads.netrs.schemes.parse_replica_groups` makes them), plus the rack's /32
-    routes (responses and requests after selection are routed). Returns ``(config, groups)``.
+    routes (responses and requests after selection are routed); every group with ``algo``,
+    ``n``, ``time_unit_us`` and ``ewma``. Returns ``(config, groups)``.
     """
     from netstor.testbed import netns
     from netstor.testbed.rack import port_mac, route_config
@@ -353,6 +406,7 @@ def rack_config(hosts, clients, servers, *, groups=None, algo="c3", n=1, rsnode=
                      "smac": netns.mac_str(port_mac(h.segment)), "port": h.segment}
                     for k, h in enumerate(servers)],
         "replica_groups": [{"id": g, "servers": [k + 1 for k in members], "algo": algo,
-                            "n": n} for g, members in enumerate(groups)],
+                            "n": n, "time_unit_us": time_unit_us, "ewma": ewma}
+                           for g, members in enumerate(groups)],
     }
     return cfg, groups

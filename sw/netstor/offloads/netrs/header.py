@@ -3,17 +3,22 @@ tools (:func:`wire`) and the data-plane program (:data:`PROGRAM_VIEW`) all take 
 
 Two layouts (paper 5.1), both big-endian, told apart by the 48-bit magic field ``mf``:
 
-* request, 13 bytes: ``rid`` (16, RSNode id: 0 from the client, the ToR fills it), ``mf``
-  (48), ``rv`` (16, retaining value: 0 from the client, the RSNode's timestamp after
-  selection), ``rgid`` (16, replica group), ``avail`` (8, bit k = slot k of the group may be
-  chosen). ``mf``: ``M_REQ`` from the client, ``f(M_RESP)`` after the RSNode selected,
-  ``f(M_DRS)`` after degraded replica selection.
-* response, 22 bytes: ``rid``, ``mf``, ``rv`` (echoed), ``sm`` (32, source marker: 0 from
-  the server, the ToR fills it), ``ssl`` (16, = 6, the length of the server status), then the
-  server status: ``ss_sid`` (server id), ``ss_q`` (queue length, integer count), ``ss_t``
-  (service time of this request, UQ12.4 microseconds = us * 16, saturated at 0xFFFF).
-  ``mf``: ``M_RESP`` / ``M_DRS`` from the server (``f^-1`` of the request's), ``M_MON``
-  after the RSNode (or a ToR) saw it.
+* request, 15 bytes: ``rid`` (16, RSNode id: 0 from the client, the ToR fills it), ``mf``
+  (48), ``rv`` (32, retaining value: 0 from the client, set by the RSNode at selection:
+  timestamp, the group's time unit and EWMA weight, :mod:`.formats`), ``rgid`` (16, replica
+  group), ``avail`` (8, bit k = slot k of the group may be chosen). ``mf``: ``M_REQ`` from
+  the client, ``f(M_RESP)`` after the RSNode selected, ``f(M_DRS)`` after degraded replica
+  selection.
+* response, 26 bytes: ``rid``, ``mf``, ``rv`` (echoed), ``sm`` (32, source marker: 0 from
+  the server, the ToR fills it), ``ssl`` (16, = 8, the length of the server status), then the
+  server status: ``ss_sid`` (16, server id), ``ss_q`` (16, queue length, integer count,
+  saturated at 0xFFFF), ``ss_t`` (32, service time of this request in nanoseconds, saturated
+  at 0xFFFFFFFF = 4.29 s). ``mf``: ``M_RESP`` / ``M_DRS`` from the server (``f^-1`` of the
+  request's), ``M_MON`` after the RSNode (or a ToR) saw it.
+
+Differences from the paper's widths: RV is 4 bytes, not 2 (a 16-bit timestamp wraps: at
+67.1 ms in 1.024 us ticks, and it leaves no room for the group's unit and weight the response
+needs); the server status (variable length in the paper, SSL says how long) is 8 bytes.
 """
 from __future__ import annotations
 
@@ -35,18 +40,19 @@ def f(m):
 
 __all__ = ["NETRS_UDP_PORT", "M_REQ", "M_RESP", "M_MON", "M_DRS", "DRS_RID", "f", "f_inv",
            "REQ_LEN", "RESP_LEN", "SSL", "REQ_FIELDS", "RESP_FIELDS", "COMMON_FIELDS",
-           "HEADER", "RsRequest", "RsResponse", "kind", "KIND_NAMES", "us_to_uq", "uq_to_us", "PROGRAM_VIEW",
+           "HEADER", "RsRequest", "RsResponse", "kind", "KIND_NAMES", "ns_to_ss_t", "PROGRAM_VIEW",
            "wire",
            "REQUEST_MAGICS", "RESPONSE_MAGICS"]
 
-COMMON_FIELDS = [("rid", 16), ("mf", 48), ("rv", 16)]
+COMMON_FIELDS = [("rid", 16), ("mf", 48), ("rv", 32)]
 REQ_FIELDS = COMMON_FIELDS + [("rgid", 16), ("avail", 8)]
 RESP_FIELDS = COMMON_FIELDS + [("sm", 32), ("ssl", 16), ("ss_sid", 16), ("ss_q", 16),
-                               ("ss_t", 16)]
+                               ("ss_t", 32)]
 #: the program's view of both layouts: the common part, 32 bits that are the request's
 #: group/availability or the response's source marker, then the response's server status
 PROGRAM_VIEW = COMMON_FIELDS + [("x", 32)] + RESP_FIELDS[len(COMMON_FIELDS) + 1:]
-SSL = 6
+SSL = 8
+SS_T_MAX = 0xFFFF_FFFF
 
 #: magic value -> (name, layout): what a packet with that magic is
 KIND_NAMES = {M_REQ: ("request", "request"), f(M_RESP): ("selected request", "request"),
@@ -57,7 +63,7 @@ HEADER = Header("netrs", COMMON_FIELDS, selector="mf", variants=[
     (m, name, (REQ_FIELDS if lay == "request" else RESP_FIELDS)[len(COMMON_FIELDS):])
     for m, (name, lay) in KIND_NAMES.items()])
 _REQ, _RESP = HEADER.layout(M_REQ), HEADER.layout(M_RESP)
-REQ_LEN, RESP_LEN = _REQ.size, _RESP.size          # 13, 22
+REQ_LEN, RESP_LEN = _REQ.size, _RESP.size          # 15, 26
 REQUEST_MAGICS = tuple(m for m, (_, lay) in KIND_NAMES.items() if lay == "request")
 RESPONSE_MAGICS = tuple(m for m, (_, lay) in KIND_NAMES.items() if lay == "response")
 
@@ -72,13 +78,9 @@ def kind(mf):
     return KIND_NAMES.get(mf, (None, None))
 
 
-def us_to_uq(us):
-    """Microseconds -> UQ12.4 (``us * 16``, rounded down, saturated at 0xFFFF)."""
-    return max(0, min(0xFFFF, int(us * 16)))
-
-
-def uq_to_us(v):
-    return v / 16.0
+def ns_to_ss_t(ns):
+    """A service time in nanoseconds as the ``ss_t`` field (saturated at 0xFFFFFFFF)."""
+    return max(0, min(SS_T_MAX, int(ns)))
 
 
 def _mf(b):
@@ -103,12 +105,13 @@ class RsRequest(NamedTuple):
         rid, mf, rv, rgid, avail = _REQ.unpack(data)
         return cls(rgid=rgid, avail=avail, rid=rid, mf=mf, rv=rv)
 
-    def response(self, server_id, queue_len, service_us) -> "RsResponse":
-        """The server's response header: rid and rv echoed, ``mf = f^-1(mf)``, sm 0, ssl 6,
-        the status (queue length saturated at 0xFFFF, service time in UQ12.4 us)."""
+    def response(self, server_id, queue_len, service_ns) -> "RsResponse":
+        """The server's response header: rid and rv echoed, ``mf = f^-1(mf)``, sm 0, ssl 8,
+        the status (queue length saturated at 0xFFFF, service time in ns saturated at
+        0xFFFFFFFF)."""
         return RsResponse(rid=self.rid, mf=f_inv(self.mf), rv=self.rv, sm=0, ssl=SSL,
                           ss_sid=server_id & 0xFFFF, ss_q=max(0, min(0xFFFF, queue_len)),
-                          ss_t=us_to_uq(service_us))
+                          ss_t=ns_to_ss_t(service_ns))
 
 
 class RsResponse(NamedTuple):
@@ -133,8 +136,8 @@ class RsResponse(NamedTuple):
 
 
 def peek_mf(data):
-    """The magic field of a NetRS datagram (None when shorter than the common 10 bytes)."""
-    return _mf(data[2:8]) if len(data) >= 10 else None
+    """The magic field of a NetRS datagram (None when shorter than the common 12 bytes)."""
+    return _mf(data[2:8]) if len(data) >= 12 else None
 
 
 def wire(register):

@@ -3,17 +3,17 @@ ToR switch and the RSNode (the paper's switch + network accelerator, with the se
 on-chip ranking core).
 
 Recognised by UDP destination port ``NETRS_UDP_PORT`` (requests; clients send from the same
-port, so responses are recognised too). Header (paper 5.1; requests use the first 13 bytes,
-then the storage message; responses the first 22)::
+port, so responses are recognised too). Header (paper 5.1, :mod:`.header`; requests use the
+first 15 bytes, then the storage message; responses all 26)::
 
      0                 2                                                 8
     +-----------------+-------------------------------------------------+
     |   RID (RSNode)  |                 MF (magic, 48)                  |
     +-----------------+-----------------+-----------------+-------------+
-    |   RV (retain)   | request: RGID = group (16) | avail (8) | ...    |
-    |                 | response: SM (source marker, 32)                |
+    |            RV (retain, 32)        | request: RGID = group (16), avail (8), ...
+    |                                   | response: SM (source marker, 32)
     +-----------------+-----------------+-----------------+-------------+
-    |   SSL (= 6)     | SS: server id   |  SS: queue (q)  | SS: svc (t) |
+    |   SSL (= 8)     | SS: server id   |  SS: queue (q)  | SS: service time (t, ns, 32)
     +-----------------+-----------------+-----------------+-------------+
 
 Magic fields (48 bit): ``M_REQ`` request, ``M_RESP`` response, ``M_MON`` monitored response,
@@ -26,15 +26,16 @@ and the RSNode ID (``rsnode(rid, tg)``; rid ``0xFFFF`` = DRS: the request is rel
 RID) says whether this device is that RSNode; if not, ``rs.forward`` (exact on RID ->
 ``forward(port, dmac, smac)``) sends the request on towards it unchanged (miss: dropped);
 ``rs.rgroups`` (exact on the group) gives up to 8 server ids, the mask of the slots in use,
-the algorithm and C3's n; the state of the 8 candidates is read from 8 copies of the
-per-server state (banks ``rs.st0..7``, one per candidate slot, cell = q | os | t | r:
-UQ12.4 EWMA queue length, outstanding requests, UQ12.4 EWMA service and response time in us);
-the ranking core (``Rank``) picks one among the candidates the RGID's availability bits allow;
-the request is recirculated with the chosen id in ``meta.bridge`` (none available: dropped,
-counted in bank ``rs.noreplica``). Second pass: every state copy counts one more outstanding
-request for the chosen server; ``rs.servers`` rewrites the destination; ``MF = f(M_RESP)``,
-``RV`` = the request's arrival time at the first pass, in units of 256 cycles (1.024 us at
-250 MHz; carried in ``meta.bridge`` with the chosen id).
+the algorithm, C3's n (8-bit code, ``ranking.n_code``), the group's time unit (code u: 1.024 us
+<< u) and EWMA weight (code w: 2^-w), and sets ``RV`` = the arrival time in 1.024 us ticks
+(``arrival[31:8]``, 24 bits) | u << 24 | w << 28 (:mod:`.formats`); the state of the 8
+candidates is read from 8 copies of the per-server state (banks ``rs.st0..7``, one per
+candidate slot, cell = q | os | t | r: UQ12.4 EWMA queue length, outstanding requests, UQ12.4
+EWMA service and response time in the unit of the server's groups); the ranking core
+(``Rank``) picks one among the candidates the RGID's availability bits allow; the request is
+recirculated with the chosen id in ``meta.bridge`` (none available: dropped, counted in bank
+``rs.noreplica``). Second pass: every state copy counts one more outstanding request for the
+chosen server; ``rs.servers`` rewrites the destination; ``MF = f(M_RESP)``.
 
 The ranking core's inputs besides the state: ``rr`` = a per-group pointer (bank ``rs.rr``)
 that cycles through ``0 .. popcount(mask) - 1``, one step per selection (round robin over the
@@ -42,9 +43,13 @@ slots in use -- declare them from slot 0 up -- and the tie-break start of the ot
 algorithms); ``rnd`` (P2C) = CRC-32 of the client address and a per-device request count
 (bank ``rs.seq``).
 
-Per response (``M_RESP``, RID local): every state copy of the server (SS server id) gets
-``os - 1`` and EWMAs (weight 1/8) of the reported queue length, the reported service time and
-the response time (now - RV); the response is relabelled ``M_MON``. A ``M_DRS`` response is
+Per response (``M_RESP``, RID local, server id below 64): the samples, in the unit the RV
+names, saturated at 0xFFFF instead of wrapping: queue length * 16; service time ``ss_t`` (ns)
+* 16 / unit; response time = (now - stamp) mod 2^24 ticks (exact up to the 32-bit cycle
+counter's 17.18 s) * 16 / 2^u. Every state copy of the server (SS server id) gets ``os - 1``
+and the EWMAs ``old + floor((sample - old) / 2^w)`` of the three samples; bank ``rs.samples``
+counts the response at cell ``sat`` (bit 0: q saturated, bit 1: t, bit 2: r; the cells sum
+to the samples learnt from); the response is relabelled ``M_MON``. A ``M_DRS`` response is
 relabelled ``M_MON`` too. Both get this device's source marker (register ``rs.marker``, cell
 0) when they come from the server side (wire port ``SERVER_PORT``) unmarked (SM = 0: the
 server's own ToR marks, switches further on keep it). A ``M_RESP`` response for an RSNode
@@ -53,10 +58,17 @@ so the RSNode sees every response of the requests it selected for. Monitor: a ``
 response counts in bank ``rs.monitor`` at ``tg * 4 + class``
 (class 0 same rack, 1 same pod, 2 other pod: source marker vs this device's; tg from
 ``rs.tgroups`` on the destination).
+
+Units and comparability: the ranking core sees q, t, r as 16-bit UQ12.4 numbers; t and r
+are in the unit of the group being ranked, and every replica of that group is a server whose
+state is kept in that same unit (groups that share a server on one device must agree on unit
+and weight, :mod:`.config` checks it), so ``R + q_hat^3 * T`` compares like with like within
+a group. Scores of groups with different units are never compared.
 """
 from netstor.elements import Compute, Hash, Rank, RegisterOp, Table
 from netstor.lang import Program, Action, Set, Mux, Const, Cat, F
 
+from .formats import STAMP_SHIFT, STAMP_BITS, UNIT_MAX, EWMA_MAX
 from .ranking_core import XLS_RANKING
 
 from .header import (NETRS_UDP_PORT, MASK48, M_REQ, M_RESP, M_MON, M_DRS, DRS_RID,  # noqa: F401
@@ -66,15 +78,36 @@ TGROUPS = 16
 SERVER_PORT = 1              # the wire port the servers sit behind (source-marker rule)
 
 
-def _sat16(e):
-    """``e`` (wider) saturated to 16 bits."""
-    return Mux(e > 0xFFFF, Const(0xFFFF, 16), e[0:16])
+def _by_code(code, options):
+    """``options[code]``; a code beyond the list takes the last option."""
+    v = options[-1]
+    for k in reversed(range(len(options) - 1)):
+        v = Mux(code == k, options[k], v)
+    return v
 
 
-def _ewma(old, sample):
-    """(7 * old + sample) / 8 on 16-bit UQ12.4 values (computed in 20 bits: no overflow)."""
-    o = Cat(old, Const(0, 4))
-    return (((o << 3) - o) + Cat(sample, Const(0, 4)))[3:19]
+def _sample(value, unit_slices):
+    """UQ12.4 sample of ``value`` in the group's unit, saturated: ``unit_slices[u]`` =
+    ``(bits of the sample, bits that must be zero)`` for unit code ``u``. Returns
+    ``(per-code samples, per-code saturation flags)``."""
+    samples, sats = [], []
+    for lo, over in unit_slices:
+        sat = (value[over:value.width] != 0) if over < value.width else Const(0, 1)
+        hi = min(lo + 16, value.width)
+        samples.append(Mux(sat, Const(0xFFFF, 16), value[lo:hi]))
+        sats.append(sat)
+    return samples, sats
+
+
+def _ewma(old, sample, w):
+    """``old + floor((sample - old) / 2^w)`` on 16-bit UQ12.4 values (w = 0..7): the sample's
+    weight is 2^-w. The difference is a 17-bit two's complement value, shifted
+    arithmetically; the result lies between old and sample, so 16 bits hold it."""
+    d = (Cat(sample, Const(0, 1)) - Cat(old, Const(0, 1)))[0:17]
+    sign = d[16]
+    shifted = [d] + [Cat(d[k:17], Mux(sign, Const((1 << k) - 1, k), Const(0, k)))
+                     for k in range(1, EWMA_MAX + 1)]
+    return (Cat(old, Const(0, 1)) + _by_code(w, shifted))[0:16]
 
 
 def make_netrs(n_ports=2):
@@ -85,6 +118,8 @@ def make_netrs(n_ports=2):
     kind = p.meta("kind", 2)            # 0 other, 1 request, 2 response, 3 DRS response
     local, ghit, tg = p.meta("local", 1), p.meta("ghit", 1), p.meta("tg", 4)
     algo, nmul, declared = p.meta("algo", 2), p.meta("n", 8), p.meta("declared", 8)
+    s_q, s_t, s_r = p.meta("sq", 16), p.meta("st", 16), p.meta("sr", 16)
+    wt, sat = p.meta("wt", 3), p.meta("sat", 3)
     sids = [p.meta(f"s{k}", 8) for k in range(NR)]
     cells = [p.meta(f"c{k}", 56) for k in range(NR)]
     found, idx, rnd = p.meta("found", 1), p.meta("idx", 3), p.meta("rnd", 16)
@@ -114,11 +149,31 @@ def make_netrs(n_ports=2):
     p.add(Table("local", kind="exact", key=[h["rid"]], size=16, ways=2,
                 actions=[Action("local", {}, lambda a: [Set(local, 1)])],
                 when=((kind == 1) & first) | resp))
+    # a response's samples in the unit its RV names (UQ12.4, saturated; see .formats): queue
+    # length * 16; service time ss_t (ns) * 16 / unit; response time (now - stamp, in
+    # 1.024 us ticks mod 2^24) * 16 / 2^unit
+    unit, weight = h["rv"][24:28], h["rv"][28:31]
+    ticks = (F.meta.arrival[STAMP_SHIFT:STAMP_SHIFT + STAMP_BITS] - h["rv"][0:STAMP_BITS])
+    ticks16 = Cat(Const(0, 4), ticks[0:STAMP_BITS])       # ticks * 16, 28 bits
+    r_opts, r_sats = _sample(ticks16, [(u, u + 16) for u in range(UNIT_MAX + 1)])
+    # ss_t * 16 / (1024 << u) = ss_t >> (6 + u)
+    t_opts, t_sats = _sample(h["ss_t"], [(6 + u, 22 + u) for u in range(UNIT_MAX + 1)])
+    q_sat = h["ss_q"][12:16] != 0
+    p.add(Compute("samples", [
+        Set(s_q, Mux(q_sat, Const(0xFFFF, 16), Cat(Const(0, 4), h["ss_q"][0:12]))),
+        Set(s_t, _by_code(unit, t_opts)), Set(s_r, _by_code(unit, r_opts)),
+        Set(wt, weight),
+        Set(sat, Cat(q_sat, _by_code(unit, t_sats), _by_code(unit, r_sats)))], when=resp))
+
     group = h["x"][16:32]
     avail_bits = h["x"][8:16]
-    replicas = Action("replicas", {"algo": 2, "n": 8, "mask": 8,
+    # the group: its servers, algorithm, C3's n (8-bit code), time unit and EWMA weight; RV =
+    # the arrival stamp with the group's unit and weight (the response brings them back)
+    replicas = Action("replicas", {"algo": 2, "n": 8, "mask": 8, "unit": 4, "ewma": 3,
                                    **{f"s{k}": 8 for k in range(NR)}}, lambda a: [
         Set(ghit, 1), Set(algo, a.algo), Set(nmul, a.n), Set(declared, a.mask),
+        Set(h["rv"], Cat(F.meta.arrival[STAMP_SHIFT:STAMP_SHIFT + STAMP_BITS], a.unit,
+                         a.ewma, Const(0, 1))),
         *[Set(sids[k], getattr(a, f"s{k}")) for k in range(NR)]])
     p.add(Table("rgroups", kind="exact", key=[group], size=64, ways=4, actions=[replicas],
                 when=(kind == 1) & first & local))
@@ -129,23 +184,24 @@ def make_netrs(n_ports=2):
     p.add(Hash("rnd", rnd, [F.ipv4.src, count], when=req1))
 
     # per-server state, 8 copies (one per candidate slot): read for a selection, os + 1 on
-    # the second pass, os - 1 and EWMAs on a response
+    # the second pass, os - 1 and EWMAs on a response (a server id beyond the state: none)
     select = (kind == 1) & first & local & ghit
-    upd = resp & local
+    upd = resp & local & (h["ss_sid"] < SERVERS)
     rsid = h["ss_sid"][0:6]
-    rt_sample = _sat16(Cat(Const(0, 4), (F.meta.arrival[8:24] - h["rv"])[0:16]))
     for k in range(NR):
         def update(old, k=k):
             q, os_, t, r = old[0:16], old[16:24], old[24:40], old[40:56]
             os_up = Mux(os_ == 0xFF, os_, os_ + 1)[0:8]
             os_dn = Mux(os_ == 0, os_, os_ - 1)[0:8]
-            q_new = _ewma(q, _sat16(Cat(Const(0, 4), h["ss_q"])))
             return Mux(pass2, Cat(q, os_up, t, r),
-                       Cat(q_new, os_dn, _ewma(t, h["ss_t"]), _ewma(r, rt_sample)))
+                       Cat(_ewma(q, s_q, wt), os_dn, _ewma(t, s_t, wt), _ewma(r, s_r, wt)))
         p.add(RegisterOp(f"st{k}", p.bank(f"st{k}", width=56, depth=SERVERS),
                          index=Mux(pass2, F.meta.bridge[0:6], Mux(upd, rsid, sids[k][0:6])),
                          update=update, write=pass2 | upd, result=cells[k], returns="old",
                          when=select | pass2 | upd))
+    # the samples learnt from, by saturation pattern (bit 0 q, bit 1 t, bit 2 r)
+    p.add(RegisterOp.add("count_samples", p.bank("samples", width=32, depth=8), sat, 1,
+                         when=upd))
     # round-robin pointer (and tie-break start) per group: 0 .. (slots in use) - 1
     rr = p.meta("rr", 8)
     used = Const(0, 4)
@@ -161,7 +217,7 @@ def make_netrs(n_ports=2):
     for k in range(1, NR):
         pick = Mux(idx == k, sids[k], pick)
     p.add(Compute("steer", [
-        Set(chosen, pick), Set(F.meta.bridge, Cat(pick, F.meta.arrival[8:24])),
+        Set(chosen, pick), Set(F.meta.bridge, pick),
         Set(F.meta.recirc, found),
         Set(F.meta.drop, ~found)], when=select))
     p.add(RegisterOp.add("count_noreplica", p.bank("noreplica", width=32, depth=1), 0, 1,
@@ -183,8 +239,7 @@ def make_netrs(n_ports=2):
         Set(F.meta.egress_port, a.port)])
     p.add(Table("servers", kind="exact", key=[F.meta.bridge[0:8]], size=SERVERS, ways=4,
                 actions=[server], when=pass2))
-    p.add(Compute("relabel_req", [Set(h["mf"], f(M_RESP)),
-                                  Set(h["rv"], F.meta.bridge[8:24])], when=pass2))
+    p.add(Compute("relabel_req", [Set(h["mf"], f(M_RESP))], when=pass2))
 
     # responses: source marker from the server side, relabel for the monitor
     p.add(RegisterOp.read("marker", p.bank("marker", width=32, depth=1), 0, result=mk,

@@ -17,13 +17,16 @@ client, on its own EWMA view of the servers, with the ranking reference).
   ``c3``: client-side C3 (the NetRS paper's CliRS baseline): the client ranks the group's
   replicas with the C3 reference (:func:`netstor.offloads.netrs.ranking.rank`, the switch's ranking
   bit for bit) on its own state, and sends a plain storage request to the winner. Its state
-  per server, in the switch's units and EWMA (weight 1/8): queue length from the replies'
+  per server, in the switch's formats (:mod:`.formats`): UQ12.4 in a time unit
+  (``--c3-time-unit-us``, default 65.536 us, as a replica group's default in the switch),
+  EWMAs of weight ``--c3-ewma`` (default 1/8); queue length from the replies'
   ``queue_len`` turned into the switch's measure (requests a new one would wait behind:
   ``queue_len - c3_workers``, at least 0; ``--c3-workers`` = the servers' workers), service
-  time from ``service_ns`` (UQ12.4 us, saturated at 4.1 ms), response time as measured here
-  (send to reply), and its own outstanding requests (C3's ``os``, multiplied by ``--c3-n``,
-  the number of independent selectors = clients). The result gets ``c3``: selections per
-  target. ``--c3-selectors K`` (default 1) runs K independent C3 selectors in this one
+  time from ``service_ns``, response time as measured here (send to reply, ns), all
+  saturated (not wrapped) at 0xFFFF units; and its own outstanding requests (C3's ``os``,
+  multiplied by ``--c3-n``, the number of independent selectors = clients, up to 31744, as
+  the core's 8-bit code: exact up to 127, within 3.1 % above). The result gets ``c3``:
+  selections per target and the share of samples that saturated. ``--c3-selectors K`` (default 1) runs K independent C3 selectors in this one
   process, as K clients on one host would: each request goes to one of them drawn uniformly
   (each a Poisson source at ``rate / K``), and each keeps its own state and learns only from
   the replies to its own requests (the test bed's way to many selectors on few CPUs).
@@ -35,8 +38,10 @@ import random
 from netstor.agent.schemes import Scheme
 
 from .codec import NetRSCodec
+from .formats import (DEFAULT_EWMA, DEFAULT_UNIT, ewma, ewma_shift, ewma_weight, ns_sample,
+                      q_sample, saturation_shares, unit_code, unit_us, SAT_Q, SAT_R, SAT_T)
 from .header import DRS_RID, M_MON, NETRS_UDP_PORT, RsRequest
-from .ranking import C3, Replica, rank
+from .ranking import C3, N_MAX, Replica, n_code, n_value, rank
 
 __all__ = ["SCHEMES", "parse_replica_groups", "RS_MAX_REPLICAS"]
 
@@ -67,25 +72,27 @@ def parse_replica_groups(spec, n_targets):
     return groups
 
 
-def _ewma(old, sample):
-    """The switch's EWMA (weight 1/8) on UQ12.4 values."""
-    return (7 * old + sample) >> 3
-
-
-def _uq(us):
-    return max(0, min(0xFFFF, int(us * 16)))
-
-
 class _Replicas(Scheme):
     """Replica groups (key k belongs to group k mod #groups) and each group's backup replica
     (drawn per client from ``seed + 2``)."""
     preload = False
-    options = {"replica_groups": None, "c3_n": 1, "c3_workers": 1, "c3_selectors": 1}
+    options = {"replica_groups": None, "c3_n": 1, "c3_workers": 1, "c3_selectors": 1,
+               "c3_time_unit_us": unit_us(DEFAULT_UNIT), "c3_ewma": ewma_weight(DEFAULT_EWMA)}
 
     def __init__(self, n_targets, rng, seed, **options):
         super().__init__(n_targets, rng, seed, **options)
-        if not (isinstance(self.c3_n, int) and 0 <= self.c3_n <= 255):
-            raise ValueError(f"c3_n must be an integer in 0..255, got {self.c3_n!r}")
+        if not (isinstance(self.c3_n, int) and not isinstance(self.c3_n, bool)
+                and 0 <= self.c3_n <= N_MAX):
+            raise ValueError(f"c3_n must be an integer in 0..{N_MAX}, got {self.c3_n!r}")
+        self.n_code = n_code(self.c3_n)
+        try:
+            self.unit = unit_code(self.c3_time_unit_us)
+        except ValueError as e:
+            raise ValueError(f"c3_time_unit_us: {e}") from None
+        try:
+            self.ewma_w = ewma_shift(self.c3_ewma)
+        except ValueError as e:
+            raise ValueError(f"c3_ewma: {e}") from None
         if not (isinstance(self.c3_workers, int) and self.c3_workers >= 1):
             raise ValueError(f"c3_workers must be an integer >= 1, got {self.c3_workers!r}")
         if not (isinstance(self.c3_selectors, int) and self.c3_selectors >= 1):
@@ -115,6 +122,11 @@ class _Replicas(Scheme):
         p.add_argument("--c3-selectors", type=int, default=1, metavar="K",
                        help="c3: independent C3 selectors in this process (clients sharing "
                             "the host; each request drawn to one uniformly; default 1)")
+        p.add_argument("--c3-time-unit-us", default=unit_us(DEFAULT_UNIT), metavar="US",
+                       help="c3: time unit of the state (1.024 us * 2^u, u = 0..12; default "
+                            f"{unit_us(DEFAULT_UNIT):g}: saturates at 4095.94 units)")
+        p.add_argument("--c3-ewma", default=ewma_weight(DEFAULT_EWMA), metavar="W",
+                       help="c3: EWMA weight of a new sample, 2^-w (e.g. 1/8, the default)")
 
     def config(self):
         return {"replica_groups": [list(g) for g in self.rgroups]}
@@ -176,6 +188,7 @@ class ClientC3(_Replicas):
     def __init__(self, n_targets, rng, seed, **options):
         super().__init__(n_targets, rng, seed, **options)
         self.selections = [0] * n_targets
+        self.saturated = [0] * 8         # replies by saturation pattern (formats.SAT_*)
         # per selector, per target: q, os, t, r
         self.state = [[[0, 0, 0, 0] for _ in range(n_targets)]
                       for _ in range(self.c3_selectors)]
@@ -186,7 +199,7 @@ class ClientC3(_Replicas):
         state = self.state[sel]
         reps = [Replica(q=state[t][0], os=min(255, state[t][1]), t=state[t][2], r=state[t][3])
                 for t in g]
-        _found, idx, _score = rank(C3, (1 << len(g)) - 1, reps, n=self.c3_n)
+        _found, idx, _score = rank(C3, (1 << len(g)) - 1, reps, n=self.n_code)
         t = g[idx]
         self.selections[t] += 1
         state[t][1] += 1
@@ -197,13 +210,20 @@ class ClientC3(_Replicas):
         st[1] = max(0, st[1] - 1)
         r = c.reply
         if r is not None:
-            st[0] = _ewma(st[0], _uq(max(0, r.queue_len - self.c3_workers)))
-            st[2] = _ewma(st[2], _uq(r.service_ns / 1000.0))
-            st[3] = _ewma(st[3], _uq((c.done_ns - c.sent_ns) / 1000.0))
+            w = self.ewma_w
+            q, qs = q_sample(max(0, r.queue_len - self.c3_workers))
+            t, ts = ns_sample(r.service_ns, self.unit)
+            rt, rs = ns_sample(max(0, c.done_ns - c.sent_ns), self.unit)
+            st[0], st[2], st[3] = ewma(st[0], q, w), ewma(st[2], t, w), ewma(st[3], rt, w)
+            self.saturated[(SAT_Q if qs else 0) | (SAT_T if ts else 0) | (SAT_R if rs else 0)] \
+                += 1
 
     def result(self, replies, targets):
         return {"selections": {f"{a}:{p}": n for (a, p), n in zip(targets, self.selections)},
-                "n": self.c3_n, "workers": self.c3_workers, "selectors": self.c3_selectors}
+                "n": self.c3_n, "n_effective": n_value(self.n_code),
+                "workers": self.c3_workers, "selectors": self.c3_selectors,
+                "time_unit_us": unit_us(self.unit), "ewma": ewma_weight(self.ewma_w),
+                "saturated": saturation_shares(self.saturated)}
 
 
 SCHEMES = {s.name: s for s in (NetRS, ClientC3)}

@@ -1,6 +1,6 @@
 """NetRS in the storage agents on loopback: the server's NetRS socket (response header
 against hand-computed values: rid/rv echoed, f^-1 of the magic, queue length, service time in
-UQ12.4 us), bad headers counted and dropped; the client schemes netrs and c3."""
+ns), bad headers counted and dropped; the client schemes netrs and c3."""
 import socket
 import time
 
@@ -21,7 +21,8 @@ def test_constants_agree_with_the_data_plane_program():
     # fields sit where the program reads them
     assert H.RESP_LEN * 8 == sum(w for _, w in P.HEADER)
     assert H.RESP_FIELDS[4:] == P.HEADER[4:] and H.RESP_FIELDS[3] == ("sm", 32)
-    assert H.REQ_LEN == 13 and H.f(H.f(H.M_RESP)) == H.M_RESP
+    assert (H.REQ_LEN, H.RESP_LEN, H.SSL) == (15, 26, 8) and H.f(H.f(H.M_RESP)) == H.M_RESP
+    assert dict(H.RESP_FIELDS)["rv"] == dict(H.RESP_FIELDS)["ss_t"] == 32
 
 
 def _sock(timeout=2.0):
@@ -50,17 +51,17 @@ def test_server_netrs_response_header(tmp_path):
         c = _sock()
         c.sendto(_rs_request(req_id=1), srv.offload_address("netrs"))
         c.sendto(_rs_request(req_id=2, mf=H.f(H.M_DRS), rid=H.DRS_RID, rv=7), srv.offload_address("netrs"))
-        c.sendto(_rs_request(req_id=3, rv=0xFFFF), srv.offload_address("netrs"))
+        c.sendto(_rs_request(req_id=3, rv=0xFFFFFFFF), srv.offload_address("netrs"))
         got = [_recv_rs(c) for _ in range(3)]
         (r1, h1), (r2, h2), (r3, h3) = got
         assert [h.req_id for _, h in got] == [1, 2, 3]
-        assert (r1.rid, r1.mf, r1.rv, r1.sm, r1.ssl, r1.ss_sid) == (9, H.M_RESP, 0x4321, 0, 6, 5)
+        assert (r1.rid, r1.mf, r1.rv, r1.sm, r1.ssl, r1.ss_sid) == (9, H.M_RESP, 0x4321, 0, 8, 5)
         assert (r2.rid, r2.mf, r2.rv) == (H.DRS_RID, H.M_DRS, 7)
-        assert r3.rv == 0xFFFF
+        assert r3.rv == 0xFFFFFFFF
         # queue: the requests a new one would wait behind once the reply is sent: 2, 1, 0
         assert [r.ss_q for r, _ in got] == [2, 1, 0]
-        # service time: 20 ms plus the LMDB work, in UQ12.4 us saturated at 0xFFFF (4.1 ms)
-        assert all(r.ss_t == 0xFFFF for r, _ in got)
+        # service time: 20 ms plus the LMDB work, in ns (not clipped at 4.1 ms any more)
+        assert all(r.ss_t == h.service_ns for r, h in got)
         assert all(h.service_ns >= 20_000_000 and h.status == Status.NOT_FOUND
                    and h.server_id == 5 for _, h in got)
         st = srv.stats()
@@ -68,16 +69,20 @@ def test_server_netrs_response_header(tmp_path):
         c.close()
 
 
-def test_server_netrs_service_time_in_uq12_4(tmp_path):
+def test_server_netrs_service_time_in_ns(tmp_path):
     with Server(tmp_path / "db", bind=LOOP, port=0, server_id=1, sync=False, workers=2,
                 service_model="const:1500", netrs_port=0) as srv:
         c = _sock()
         c.sendto(_rs_request(), srv.offload_address("netrs"))
         r, h = _recv_rs(c)
-        # the reported service time is the storage header's, in us * 16
-        assert r.ss_t == min(0xFFFF, h.service_ns * 16 // 1000)
-        assert 1500 * 16 <= r.ss_t < 3000 * 16 and r.ss_q == 0
+        # the reported service time is the storage header's, in ns
+        assert r.ss_t == h.service_ns and 1_500_000 <= r.ss_t < 3_000_000 and r.ss_q == 0
         c.close()
+    # saturated, not wrapped, beyond 32 bits of ns (4.29 s)
+    rq = H.RsRequest(rgid=1)
+    assert rq.response(1, 0, 5_000_000_000).ss_t == 0xFFFFFFFF
+    assert rq.response(1, 70_000, 70_000_000).ss_t == 70_000_000
+    assert rq.response(1, 70_000, 70_000_000).ss_q == 0xFFFF
 
 
 def test_server_netrs_bad_headers_dropped_and_counted(tmp_path):
@@ -145,10 +150,10 @@ def test_replica_group_specs():
 def test_c3_scheme_avoids_the_slow_replica(tmp_path):
     """Client-side C3 on its own state: with one request at a time (os = 0 at every
     selection) and all-zero state first, the tie goes to slot 0 (the slow server: 30 ms).
-    One reply moves its EWMAs of service and response time to 0xFFFF/8 = 8191 each (score
-    16382, UQ12.4), above the fast servers' (1 ms) for a while; it is chosen again only
-    when theirs have converged to ~16000 + ~16000 (score ~32000 > 16382), and every reply of
-    it raises its score by ~7/8 of the gap: a handful of times out of 60 (uniform: 20)."""
+    One reply moves its EWMAs (weight 1/8, unit 65.536 us) of service and response time to
+    ~7324/8 = 915 each (30 ms: score ~1830), far above what the fast servers' (1 ms: 244 per
+    sample) converge to: it is chosen a handful of times at most out of 60 (uniform: 20).
+    Nothing saturates in this unit (the limit is 268 ms)."""
     slow = Server(tmp_path / "s0", bind=LOOP, port=0, server_id=1, sync=False,
                   service_model="const:30000").start()
     fast = [Server(tmp_path / f"s{k}", bind=LOOP, port=0, server_id=k + 1, sync=False,
@@ -163,6 +168,8 @@ def test_c3_scheme_avoids_the_slow_replica(tmp_path):
         # the two fast ones share the rest (their states are nearly equal: both are used)
         assert min(sel[targets[1]], sel[targets[2]]) >= 5
         assert r["by_server"]["1"]["replies"] == sel[targets[0]]
+        assert (r["c3"]["time_unit_us"], r["c3"]["ewma"]) == (65.536, 0.125)
+        assert r["c3"]["saturated"] == {"samples": 60, "q": 0, "t": 0, "r": 0, "any": 0}
     finally:
         for s in [slow] + fast:
             s.stop()
@@ -181,13 +188,19 @@ def test_c3_selectors_learn_on_their_own(tmp_path):
         targets = [f"{LOOP}:{s.address[1]}" for s in [slow] + fast]
         r = run_load(",".join(targets), mode="closed", concurrency=1, requests=60,
                      scheme="c3", replica_groups="0,1,2", seed=3, c3_n=16, c3_workers=1,
-                     c3_selectors=16)
+                     c3_selectors=16, c3_time_unit_us=1.024, c3_ewma="1/4")
         assert r["replies"] == 60 and r["timeouts"] == 0
-        assert r["c3"]["selectors"] == 16
-        assert r["c3"]["selections"][targets[0]] >= 10
-        with pytest.raises(ValueError):
-            run_load(",".join(targets), requests=1, scheme="c3", replica_groups="0,1,2",
-                     c3_selectors=0)
+        assert r["c3"]["selectors"] == 16 and r["c3"]["ewma"] == 0.25
+        slow_n = r["c3"]["selections"][targets[0]]
+        assert slow_n >= 10
+        # 1.024 us units end at 4.19 ms: every reply of the 20 ms server saturates t and r
+        sat = r["c3"]["saturated"]
+        assert sat["samples"] == 60 and sat["t"] >= slow_n / 60 and sat["r"] >= slow_n / 60
+        for bad in ({"c3_selectors": 0}, {"c3_n": 31745}, {"c3_time_unit_us": 60},
+                    {"c3_ewma": 0.3}):
+            with pytest.raises(ValueError):
+                run_load(",".join(targets), requests=1, scheme="c3", replica_groups="0,1,2",
+                         **bad)
     finally:
         for s in [slow] + fast:
             s.stop()
@@ -260,7 +273,7 @@ def test_engine_unwraps_the_netrs_response():
         c = eng.send(Op.GET, 5, target=(LOOP, peer.getsockname()[1]),
                      head=H.RsRequest(rgid=0x0102, avail=0x05).pack())
         data, src = peer.recvfrom(4096)
-        assert data[:H.REQ_LEN] == bytes.fromhex("0000 4e5253524551 0000 0102 05")
+        assert data[:H.REQ_LEN] == bytes.fromhex("0000 4e5253524551 00000000 0102 05")
         req = Header.unpack(data[H.REQ_LEN:])
         resp = H.RsResponse(rid=2, mf=H.M_MON, rv=3, sm=9, ss_sid=4, ss_q=1, ss_t=16)
         peer.sendto(resp.pack() + req.reply(Status.OK, value=b"v").pack(), src)

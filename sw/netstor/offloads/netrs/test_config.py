@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from fractions import Fraction
+from math import floor
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -84,9 +86,9 @@ def request(topo, client, backup, rgid, avail=0xFF, req_id=1):
                     + Header(op=Op.GET, key=7, req_id=req_id).pack()))
 
 
-def response(topo, server, client, h, sid, q, t):
-    hdr = struct.pack("!H6sHIHHHH", h["rid"], M_RESP.to_bytes(6, "big"), h["rv"], 0, 6, sid,
-                      q, t)
+def response(topo, server, client, h, sid, q, t_ns):
+    hdr = struct.pack("!H6sIIHHHI", h["rid"], M_RESP.to_bytes(6, "big"), h["rv"], 0, 8, sid,
+                      q, t_ns)
     return bytes(Ether(src=host_mac(topo, server), dst="02:4e:52:ff:ff:ff")
                  / IP(src=topo.hosts[server].ip, dst=topo.hosts[client].ip, ttl=64)
                  / UDP(sport=NETRS_UDP_PORT, dport=NETRS_UDP_PORT) / (hdr + b"reply"))
@@ -94,7 +96,7 @@ def response(topo, server, client, h, sid, q, t):
 
 def _hdr(frame):
     b = bytes(Ether(frame)[UDP].payload)
-    rid, mf, rv = struct.unpack("!H6sH", b[:10])
+    rid, mf, rv = struct.unpack("!H6sI", b[:12])
     return {"rid": rid, "mf": int.from_bytes(mf, "big"), "rv": rv,
             "dst": Ether(frame)[IP].dst}
 
@@ -118,14 +120,20 @@ class Ref:
         self.state[(dev, sids[idx])][1] = min(255, st[idx][1] + 1)
         return idx
 
-    def reply(self, dev, sid, q, t, rt_units):
+    def reply(self, dev, sid, q, t_ns, rt_ns, unit_us, weight):
+        """A reply: service time ``t_ns``, response time ``rt_ns`` (a whole number of
+        1.024 us ticks here), in the group's unit (UQ12.4, capped), EWMA weight ``weight``."""
         st = self.state[(dev, sid)]
-        ew = lambda o, x: (7 * o + x) >> 3                               # noqa: E731
-        st[0], st[1] = ew(st[0], min(q * 16, 0xFFFF)), max(0, st[1] - 1)
-        st[2], st[3] = ew(st[2], t), ew(st[3], min(rt_units * 16, 0xFFFF))
+        unit_ns = Fraction(unit_us) * 1000
+
+        def sample(x):
+            return min(0xFFFF, floor(16 * x))
+        ew = lambda o, x: o + floor((x - o) * Fraction(weight))         # noqa: E731
+        st[0], st[1] = ew(st[0], sample(q)), max(0, st[1] - 1)
+        st[2], st[3] = ew(st[2], sample(t_ns / unit_ns)), ew(st[3], sample(rt_ns / unit_ns))
 
 
-def _setup(schema, plan_kind):
+def _setup(schema, plan_kind, **settings):
     inst = paper_instance(K, seed=1)
     if plan_kind == "tor":
         plan = tor_based_plan(inst)
@@ -133,7 +141,7 @@ def _setup(schema, plan_kind):
         plan = solve_with_drs(inst)[0].plan.copy()
     clients = {h for g in inst.groups.values() for h in g.hosts}
     rgroups = ring_replica_groups([h for h in inst.topo.hosts if h not in clients])
-    configs = plan_configs(inst, plan, rgroups)
+    configs = plan_configs(inst, plan, rgroups, **settings)
     return inst, plan, rgroups, Fabric(inst.topo, configs, schema)
 
 
@@ -171,10 +179,15 @@ def test_every_client_reaches_its_rsnode_and_a_replica(schema4, plan_kind):
         assert tiers & {0, 1}, "the ILP plan uses an RSNode above the ToRs"
 
 
-def test_responses_update_the_state_the_next_selection_uses(schema4):
+@pytest.mark.parametrize("unit_us, weight", [("65.536", "1/8"), ("1.024", "1/2"),
+                                              ("4194.304", "1/128")])
+def test_responses_update_the_state_the_next_selection_uses(schema4, unit_us, weight):
     """ToR RSNodes (the response passes them on its way back): after a slow reply from slot
-    0 the reference state makes slot 1 the C3 choice, and the data plane agrees."""
-    inst, plan, rgroups, fab = _setup(schema4, "tor")
+    0 (300 ms: beyond the 65.536 us unit's 268 ms, saturated) the reference state makes slot
+    1 the C3 choice, and the data plane agrees; the same with the finest unit (everything
+    but the quick service times saturates) and the coarsest with the lightest weight."""
+    inst, plan, rgroups, fab = _setup(schema4, "tor", time_unit_us=float(unit_us),
+                                      ewma=weight)
     topo = inst.topo
     sid = server_ids({s for g in rgroups.values() for s in g})
     g = next(g for g in sorted(inst.groups) if g in plan.assignment)
@@ -190,14 +203,14 @@ def test_responses_update_the_state_the_next_selection_uses(schema4):
         assert host == members[idx], (step, ref.state)
         picks.append(idx)
         # the server answers: slow for slot 0, quick for the others
-        q, t = (3, 0xFFFF) if host == members[0] else (0, 16)
+        q, t = (3, 300_000_000) if host == members[0] else (0, 1000)
         h = _hdr(fr)
-        now = (step << 12) + (40 << 8)
+        now = (step << 12) + (40 << 8) + 17
         ((back, bfr, bpath),) = fab.send(host, response(topo, host, client, h, sid[host], q, t),
                                          arrival=now)
         assert back == client and _hdr(bfr)["mf"] == M_MON
         assert dev in [d for d, _ in bpath]
-        ref.reply(dev, sid[host], q, t, ((now >> 8) - h["rv"]) & 0xFFFF)
+        ref.reply(dev, sid[host], q, t, 40 * 1024, unit_us, weight)
         # the state copies in the data plane hold what the reference holds
         for s_ in members:
             cell = fab.models[dev].mem_read("rs.st0", sid[s_])
@@ -205,6 +218,13 @@ def test_responses_update_the_state_the_next_selection_uses(schema4):
                 == ref.state[(dev, sid[s_])]
     # the slow server was avoided after its reply: not a plain rotation
     assert picks.count(0) < picks.count(1) + picks.count(2) - 1, picks
+    # the samples learnt from, by saturation (bit 1: t, bit 2: r): the slow replies' service
+    # times saturate in the 65.536 us and 1.024 us units; response times only in 1.024 us
+    cells = [fab.models[dev].mem_read("rs.samples", k) for k in range(8)]
+    slow = picks.count(0)
+    want = {"65.536": {0: 8 - slow, 2: slow}, "1.024": {0: 8 - slow, 2: slow},
+            "4194.304": {0: 8}}[unit_us]
+    assert cells == [want.get(k, 0) for k in range(8)], cells
 
 
 def test_drs_group_goes_to_the_backup_replica(schema4):
@@ -233,6 +253,22 @@ def test_section_expands_to_table_entries():
     (rg,) = exp["tables"]["rs.rgroups"]["entries"]
     assert rg["key"] == 7 and rg["params"]["mask"] == 0b111 and rg["params"]["algo"] == 1
     assert [rg["params"][f"s{k}"] for k in range(8)] == [1, 2, 3, 0, 0, 0, 0, 0]
+    # defaults: n as given (below 128), 65.536 us (code 6), weight 1/8 (shift 3)
+    assert (rg["params"]["n"], rg["params"]["unit"], rg["params"]["ewma"]) == (4, 6, 3)
+
+
+@pytest.mark.parametrize("given, want", [
+    ({"n": 500, "time_unit_us": 262.144, "ewma": "1/16"}, (0x9F, 8, 4)),
+    ({"n": 127, "time_unit_us": "1.024", "ewma": 1}, (127, 0, 0)),
+    ({"n": 31744, "time_unit_us": 4194.304, "ewma": 0.0078125}, (255, 12, 7)),
+    ({"n": 0, "time_unit_us": 16.384, "ewma": "0.25"}, (0, 4, 2)),
+])
+def test_group_settings_expand_to_codes(given, want):
+    """Settings to the codes the data plane holds: n = 500 -> 0x9F (496, the nearest);
+    262.144 us = 1.024 << 8; 1/16 = 2^-4; the extremes of every range."""
+    exp = expand_section({"replica_groups": [{"id": 1, "servers": [4], **given}]})
+    (rg,) = exp["tables"]["rs.rgroups"]["entries"]
+    assert (rg["params"]["n"], rg["params"]["unit"], rg["params"]["ewma"]) == want
 
 
 @pytest.mark.parametrize("sec, msg", [
@@ -243,6 +279,27 @@ def test_section_expands_to_table_entries():
     ({"servers": [{"id": 64, "ip": "1.2.3.4", "mac": 1, "smac": 2, "port": 1}]}, "0..63"),
     ({"traffic_groups": [{"prefix": "10.0.0.1/33", "rsnode": 1}]}, "prefix"),
     ({"traffic_groups": [{"prefix": "10.0.0.0/24", "rsnode": 1, "tg": 16}]}, "0..15"),
+    ({"replica_groups": [{"id": 1, "servers": [1], "n": 31745}]},
+     r"replica_groups\[0\]\.n: 31745 is out of range 0\.\.31744"),
+    ({"replica_groups": [{"id": 1, "servers": [1], "n": -1}]}, r"\.n: -1 is out of range"),
+    ({"replica_groups": [{"id": 1, "servers": [1], "time_unit_us": 60}]},
+     r"replica_groups\[0\]\.time_unit_us: 60 us is not a time unit .*1\.024, 2\.048"),
+    ({"replica_groups": [{"id": 1, "servers": [1], "time_unit_us": 8388.608}]},
+     r"time_unit_us: 8388\.608 us is not a time unit .*4194\.3"),
+    ({"replica_groups": [{"id": 1, "servers": [1], "time_unit_us": "fast"}]},
+     r"time_unit_us: 'fast' is not a number"),
+    ({"replica_groups": [{"id": 1, "servers": [1], "ewma": 0.3}]},
+     r"replica_groups\[0\]\.ewma: 0\.3 is not an EWMA weight .*1/128"),
+    ({"replica_groups": [{"id": 1, "servers": [1], "ewma": "1/256"}]}, r"\.ewma: '1/256'"),
+    ({"replica_groups": [{"id": 1, "servers": [1], "ewma": True}]}, r"\.ewma: True"),
+    ({"replica_groups": [{"id": 1, "servers": [1], "weight": 0.5}]}, r"unknown field.*weight"),
+    ({"replica_groups": [{"id": 1, "servers": [1, 2]},
+                         {"id": 2, "servers": [2, 3], "time_unit_us": 16.384}]},
+     r"replica_groups\[1\]: server 2 is also in group 1 \(netrs.replica_groups\[0\]\) with "
+     r"time_unit_us 65\.536 and ewma 1/8, here 16\.384 and 1/8"),
+    ({"replica_groups": [{"id": 1, "servers": [5], "ewma": "1/4"},
+                         {"id": 2, "servers": [6, 5]}]},
+     r"replica_groups\[1\]: server 5 is also in group 1 .* ewma 1/4, here 65\.536 and 1/8"),
 ])
 def test_section_errors_name_the_place(sec, msg):
     with pytest.raises(ConfigError, match=msg):
