@@ -74,6 +74,13 @@ class _LiveMem:
         for fn in self._listeners:
             fn()
 
+    def __getstate__(self):          # the listeners belong to one generated function
+        return (self.name, self.depth, self.width, self.reset, list(self._words))
+
+    def __setstate__(self, state):
+        self.name, self.depth, self.width, self.reset, words = state
+        self._words, self._listeners = words, []
+
 
 class _FallbackEnv:
     """The ``env`` of an expression without ``py`` (:meth:`Codegen.fallback`)."""
@@ -278,7 +285,9 @@ class Codegen:
                 prepared.append((name, value.py(self), value.width, reads))
             else:
                 src, width = value
-                prepared.append((name, src, width, None))
+                # a temporary (not a PHV local) reads nothing an earlier write changes
+                temp = src.isidentifier() and src not in self.names.values()
+                prepared.append((name, src, width, set() if temp else None))
         conflict = False
         written = set()
         for name, src, width, reads in prepared:
@@ -330,6 +339,9 @@ class CompiledModel(DataplaneModel):
 
     def __init__(self, pipeline):
         super().__init__(pipeline)
+        self._compile()
+
+    def _compile(self):
         gen = _Generator(self)
         self.source = gen.generate()
         filename = f"<netstor-compiled-{next(_counter)}>"
@@ -338,6 +350,16 @@ class CompiledModel(DataplaneModel):
                                      self.source.splitlines(True), filename)
         exec(code, gen.namespace)
         self._pass = gen.namespace["_pass"]
+
+    def __getstate__(self):
+        """Pickled without the generated function (made again from the pipeline)."""
+        state = dict(self.__dict__)
+        del state["_pass"], state["source"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._compile()
 
     def _add_mem(self, name, depth, width, reset=0):
         if name in self._mems:

@@ -698,7 +698,16 @@ def edge_pipeline():
     oh = other.header([("k", 16)])
     other.add(Compute("bump", [Set(oh["k"], oh["k"] + 1), Set(F.ipv4.ttl, Mux(
         F.ipv4.ttl > 3, F.ipv4.ttl - 3, 0))]))
-    return Pipeline([p, other], n_ports=3, mcast_groups=8, max_recirc=3)
+    # a program without a UDP port that reads the app window (so it is always extracted) and
+    # rewrites every other deparsed field
+    raw = Program("raw")
+    sel = F.udp.sport[0:2] == 1
+    raw.add(Compute("rw", [Set(F.ipv4.ident, Cat(F.app[0:8], F.app[248:256])),
+                           Set(F.vlan.tci, F.vlan.tci + F.app[100:104]),
+                           Set(F.ipv4.src, F.ipv4.src ^ 0x10001),
+                           Set(F.udp.dport, Mux(F.app[255:256] == 1, F.udp.dport, 0x7000))],
+                    when=sel))
+    return Pipeline([raw, p, other], n_ports=3, mcast_groups=8, max_recirc=3)
 
 
 class Edge(Traffic):
@@ -715,7 +724,7 @@ class Edge(Traffic):
         self.pl = pair.ref.pipeline
         self.tw = TableWriter(self.pl)
         self.base = ([], [])
-        self.prog = self.pl.programs[0]
+        self.prog = self.pl.programs[1]
         self.apply_base()
 
     def extra_setup(self):
@@ -739,7 +748,7 @@ class Edge(Traffic):
 
     def structured(self):
         r = self.rng
-        prog = self.prog if r.random() < 0.8 else self.pl.programs[1]
+        prog = self.prog if r.random() < 0.8 else self.pl.programs[2]
         vals = {n: r.choice([r.randrange(8), r.getrandbits(w), 3, 5, 0xEEEE & ((1 << w) - 1),
                              0x55 & ((1 << w) - 1)]) for n, w in prog.header_fields}
         hdr = pack_header(prog, **vals)
@@ -902,3 +911,25 @@ def test_live_state_and_source():
     words = m.memory("prim.flows").words
     m.memory("prim.flows").words = [1] * len(words)      # copied in, not rebound
     assert m.memory("prim.flows").words is words and words[5] == 1
+
+
+def test_pickled_and_copied():
+    """A compiled model pickles (state, not code: the code is generated again) and goes on
+    exactly where the original is."""
+    import copy
+    import pickle
+    pair = Pair(default_pipeline())
+    t = Prim(random.Random(4))
+    t.setup(pair)
+    for _ in range(300):
+        pair.process(*t.structured())
+    for make in (lambda m: pickle.loads(pickle.dumps(m)), copy.deepcopy):
+        clone = make(pair.dut)
+        assert clone.counters() == pair.dut.counters() and clone.source == pair.dut.source
+        for _ in range(200):
+            f, port = t.structured()
+            a = pair.ref.process(f, port)
+            assert clone.process(f, port) == a == pair.dut.process(f, port)
+        for name in clone.memory_names:
+            assert clone.memory(name).words == pair.ref.memory(name).words
+        assert clone.counters() == pair.ref.counters()
