@@ -104,7 +104,7 @@ def frame_costs(rack, n, model="compiled"):
             # cost does not depend on it)
             "netrs_response": median_us(dp, lambda i: udp_frame(
                 s, c, PORT, PORT,
-                RsRequest(rgid=0, mf=f(M_RESP)).response(1, 0, 500.0).pack() + rep.pack()),
+                RsRequest(rgid=0, mf=f(M_RESP)).response(1, 0, 500_000).pack() + rep.pack()),
                 1, n)}
     finally:
         dp.close()
