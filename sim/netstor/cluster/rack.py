@@ -184,10 +184,11 @@ class RackRun:
         extra = self.scheme.result(self)
         if extra is not None:
             out[self.scheme.name] = extra
-        ev, wall = self.sim.events, self.sim.wall_s
-        out["perf"] = {"events": ev, "wall_s": round(wall, 3),
+        ev, wall, cpu = self.sim.events, self.sim.wall_s, self.sim.cpu_s
+        out["perf"] = {"events": ev, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                        "events_per_s": round(ev / wall) if wall else None,
-                       "requests_per_min": round(self.requests / wall * 60) if wall else None}
+                       "requests_per_min": round(self.requests / wall * 60) if wall else None,
+                       "requests_per_cpu_min": round(self.requests / cpu * 60) if cpu else None}
         return out
 
 

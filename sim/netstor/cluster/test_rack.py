@@ -7,7 +7,9 @@ from netstor.cluster.frames import parse_udp, udp_frame, verify_checksums
 from netstor.cluster.rack import RackRun
 from netstor.cluster.scheme import SimScheme, storage_request
 from netstor.cluster.switch import SwitchNode, cached_config_ops, pass_cycles
+from netstor.cluster.trace import make_trace
 from netstor.model.dataplane import DataplaneModel
+from netstor.programs import default_pipeline
 from netstor.proto import Op, STORAGE_UDP_PORT
 
 KW = dict(clients=2, servers=3, workers=2, service="exp:25", rate_rps=100_000,
@@ -120,3 +122,17 @@ def test_switch_nodes_refuse_bad_ports():
     run = RackRun("direct", **dict(KW, requests=2))
     with pytest.raises(ValueError):
         SwitchNode(run.net, "x", {5: bytes(6)})
+
+
+def test_trace_file_replays_on_a_fresh_model():
+    tr = make_trace("direct", requests=30)
+    m = DataplaneModel(default_pipeline(tr["n_ports"]))
+    for mem, addr, word in tr["writes"]:
+        m.mem_write(mem, addr, word)
+    for name, value in tr["regs"]:
+        m.reg_write(name, value)
+    assert len(tr["frames"]) == 60
+    for f in tr["frames"]:
+        outs = m.process(bytes.fromhex(f["frame"]), f["port"], arrival=f["arrival"])
+        assert [(o.port, o.frame.hex()) for o in outs] == \
+            [(o["port"], o["frame"]) for o in f["outputs"]]

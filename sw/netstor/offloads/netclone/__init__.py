@@ -7,6 +7,8 @@
   ``nc.servers``, the l3 routes including the service address.
 * :mod:`.codec` -- what a storage server does with NetClone requests;
   :mod:`.schemes` -- the load generator's ``single``, ``clone`` and ``netclone`` schemes.
+* :mod:`.sim` -- NetClone, client cloning and LAEDGE in the cluster simulator;
+  :mod:`.eval` -- the paper's figures at its scale there.
 * :mod:`.demo` -- the ``make demo`` step and the model switch's cost of NetClone frames;
   :mod:`.compare` -- NetClone against no cloning and client-side cloning (``make bench``).
 * :mod:`.cocotb_netclone` -- the RTL against the golden model.
@@ -22,6 +24,7 @@ OFFLOAD = Offload(
     wire=f"{__name__}.header:wire",
     codec=f"{__name__}.codec:NetCloneCodec",
     schemes=f"{__name__}.schemes:SCHEMES",
+    sim_schemes=f"{__name__}.sim:SIM_SCHEMES",
     demo=f"{__name__}.demo:demo_step",
     frame_costs=f"{__name__}.demo:frame_costs",
     experiments=((f"{__name__}.compare", "netclone.json"),),
