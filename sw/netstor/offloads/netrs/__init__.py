@@ -3,7 +3,9 @@ IEEE TCC 2020), one folder.
 
 * :mod:`.header` -- the request/response header, declared once (program view, agents, wire).
 * :mod:`.program` -- the data-plane program (RSNode: traffic groups, replica groups, the
-  ranking core, EWMA server state from responses, DRS, source marker, monitor).
+  ranking core, EWMA server state from responses, DRS, source marker, monitor);
+  :mod:`.formats` -- its number formats (RV, per-group time unit and EWMA weight, samples,
+  saturation and the share of saturated samples).
 * :mod:`.ranking_core` -- the ranking core: ``hls/ranking.x`` compiled by XLS, its Amaranth
   wrapper and the core object a ``Rank`` element runs; :mod:`.ranking` -- its bit-exact
   Python reference (C3, least outstanding, power of two choices, round robin).
