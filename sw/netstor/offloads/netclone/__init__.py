@@ -25,6 +25,7 @@ OFFLOAD = Offload(
     codec=f"{__name__}.codec:NetCloneCodec",
     schemes=f"{__name__}.schemes:SCHEMES",
     sim_schemes=f"{__name__}.sim:SIM_SCHEMES",
+    evaluation=f"{__name__}.eval:EVALUATION",
     demo=f"{__name__}.demo:demo_step",
     frame_costs=f"{__name__}.demo:frame_costs",
     experiments=((f"{__name__}.compare", "netclone.json"),),

@@ -121,3 +121,25 @@ def test_eval_writes_json_and_plot(tmp_path):
     assert res["dists"]["exp"]["schemes"]["netclone"]["p99_ci95"][0][0] is not None
     assert res["setup"]["model_check_frames"] > 500
     assert (tmp_path / "nc.png").stat().st_size > 10_000
+
+
+def test_evaluation_hook_tasks_and_summary(tmp_path):
+    from netstor.evaluation.runner import make_executor, run_tasks
+    from netstor.offloads import get
+    ev = get("netclone").hook("evaluation")
+    ts = ev.tasks("smoke", 1)
+    assert len({t.key for t in ts}) == len(ts) == 6
+    results, _ = run_tasks(ts, make_executor("serial"), progress=False)
+    sec = ev.summarise(results, tmp_path, scale="smoke")
+    assert sec.name == "netclone" and sec.figures == ["netclone.png"]
+    s = sec.summary
+    assert s["loads"] == nceval.PRESETS["smoke"]["loads"]
+    assert set(s["p99_us"]) == {"none", "cclone", "laedge", "netclone"}
+    assert "| load |" in sec.markdown
+    assert json.loads((tmp_path / "netclone.json").read_text())["p99_us"] == s["p99_us"]
+    # the same tasks on a pool give the same numbers (results depend on the seeds only)
+    again, _ = run_tasks(ts, make_executor("local", 2), progress=False)
+    strip = {k: {n: {m: v for m, v in x.items() if m != "perf"}
+                 for n, x in r["results"].items()} for k, r in again.items()}
+    assert strip == {k: {n: {m: v for m, v in x.items() if m != "perf"}
+                         for n, x in r["results"].items()} for k, r in results.items()}
