@@ -190,6 +190,8 @@ class Server:
         self.host.send(view.src_ip, view.dport, view.sport, data)
 
     def stats(self, span_ns=None):
+        """Counters; ``utilisation``: service time started per worker over ``span_ns`` (above
+        1 when more work arrived than the workers can do in that span: overload)."""
         out = dict(self.c)
         out["pending"] = self.pending
         if span_ns:

@@ -14,8 +14,6 @@
 """
 from __future__ import annotations
 
-from .frames import wire_bytes
-
 __all__ = ["Link", "Node", "Network"]
 
 
@@ -41,11 +39,13 @@ class Link:
     def send(self, frame, t):
         """Put ``frame`` on the link at time ``t`` (>= now); it reaches the far end after
         queueing, serialisation and the latency."""
+        n = len(frame)
         self.frames += 1
-        self.bytes += len(frame)
+        self.bytes += n
         if self.ps_per_byte:
             start = t if t > self.busy_until else self.busy_until
-            t = start + (wire_bytes(len(frame)) * self.ps_per_byte + 999) // 1000
+            # frames.wire_bytes(n) inline: at least 60 bytes, + FCS, preamble and gap (24)
+            t = start - (-((n if n > 60 else 60) + 24) * self.ps_per_byte // 1000)
             self.busy_until = t
         self.sim.at(t + self.latency_ns, self.dst.receive, frame, self.dst_port)
 
