@@ -26,10 +26,10 @@ from .rng import Streams
 from .scheme import Direct
 from .service import ServiceTime
 
-__all__ = ["mmc_check", "mmc_rack_check", "main"]
+__all__ = ["mmc_check", "mmc_rack_check", "erlang_c_summary", "main"]
 
 
-def mmc_check(*, c=4, rho=0.7, mean_us=25.0, requests=300_000, seed=0, warmup=0.05):
+def mmc_check(*, c=4, rho=0.5, mean_us=25.0, requests=250_000, seed=0, warmup=0.05):
     """One M/M/c run; the result has the measured and the Erlang-C figures and the errors
     in percent (``mean_err_pct``, ``p99_err_pct``: measured / theory - 1)."""
     mu = 1e3 / mean_us                        # per worker, per us -> per ns below
@@ -102,10 +102,24 @@ def mmc_rack_check(*, c=4, rho=0.5, mean_us=25.0, requests=150_000, seed=0, warm
             "model": res["args"]["model"], "perf": res["perf"]}
 
 
+def erlang_c_summary(*, requests=250_000, rack_requests=150_000, seed=0):
+    """Both checks at the tests' settings (c = 4, rho = 0.5, Exp(25 us)): the summary keys
+    ``erlang_c_mean_err_pct`` / ``erlang_c_p99_err_pct`` (the larger error of the two, in
+    absolute value, with its sign) and each check's result."""
+    a = mmc_check(c=4, rho=0.5, mean_us=25.0, requests=requests, seed=seed)
+    b = mmc_rack_check(c=4, rho=0.5, mean_us=25.0, requests=rack_requests, seed=seed)
+
+    def worst(key):
+        return max((a[key], b[key]), key=abs)
+    return {"erlang_c_mean_err_pct": worst("mean_err_pct"),
+            "erlang_c_p99_err_pct": worst("p99_err_pct"),
+            "servers_only": a, "rack": b}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m netstor.cluster.validate",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--requests", type=int, default=300_000)
+    ap.add_argument("--requests", type=int, default=250_000)
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--c", type=int, default=4)
     ap.add_argument("--rho", type=float, default=0.5)
