@@ -34,7 +34,7 @@ from netstor.cluster.scheme import SimScheme, storage_req_id, storage_request
 from netstor.proto import Op, STORAGE_UDP_PORT
 
 from .codec import NetCloneCodec
-from .config import VIP, netclone_config, ordered_pairs
+from .config import netclone_config, ordered_pairs
 from .header import HEADER, NETCLONE_UDP_PORT, OP_REQ, POLICY_LEAST_LOADED, POLICY_RANDOM
 
 __all__ = ["CClone", "NetCloneScheme", "Laedge", "SIM_SCHEMES", "COORDINATOR_PORT"]
