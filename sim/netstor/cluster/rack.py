@@ -65,12 +65,16 @@ class RackRun:
     * ``keys``: None (key = request id) or ``(n_keys, zipf_theta)``.
     * ``model_class``, ``trace`` (frames the switch records), ``udp_checksum``,
       ``check_checksums`` (hosts verify every frame), ``value_len`` (GET reply value bytes).
+    * ``start_ns``: the clients' first arrivals are shifted by this much (the switch's
+      ``arrival`` stamps grow with it: a trace replayed on the RTL needs its first frame after
+      the configuration writes).
     """
 
     def __init__(self, scheme, *, clients=2, servers=6, workers=1, service="exp:25",
                  rate_rps=10_000.0, requests=10_000, seed=0, warmup=0.1, timeout_us=10_000.0,
                  link_ns=1_000, gbps=100.0, keys=None, model_class=None, trace=0,
-                 udp_checksum=True, check_checksums=False, value_len=0, scheme_options=None):
+                 udp_checksum=True, check_checksums=False, value_len=0, scheme_options=None,
+                 start_ns=0):
         if isinstance(scheme, str):
             scheme = sim_schemes()[scheme](**(scheme_options or {}))
         elif scheme_options:
@@ -117,7 +121,7 @@ class RackRun:
             cdf = np.cumsum(zipf_pmf(int(n_keys), float(theta)))
         for c, h in enumerate(pc):
             e = self.streams.generator(f"arrivals/{c}").standard_exponential(per[c])
-            arr = np.floor(np.cumsum(e) * (1e9 / rate_c)).astype(np.int64)
+            arr = np.floor(np.cumsum(e) * (1e9 / rate_c)).astype(np.int64) + int(start_ns)
             cl = Client(self.hosts[h.name], c, scheme, arr, stride=clients, offset=c,
                         timeout_ns=self.timeout_ns)
             cl.picks = self.streams.generator(f"picks/{c}").random(per[c]).tolist()

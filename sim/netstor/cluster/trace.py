@@ -23,11 +23,13 @@ from .switch import cached_config_ops
 __all__ = ["make_trace", "main"]
 
 
-def make_trace(scheme, requests=50, load=0.3, seed=1, scheme_options=None, model_class=None):
+def make_trace(scheme, requests=50, load=0.3, seed=1, scheme_options=None, model_class=None,
+               start_ns=0):
     svc = ServiceTime("exp:25")
     run = RackRun(scheme, scheme_options=scheme_options, clients=2, servers=6, workers=15,
                   service=svc, rate_rps=load * 90 / (svc.mean_ns / 1e9), requests=requests,
-                  seed=seed, trace=1 << 30, model_class=model_class)
+                  seed=seed, trace=1 << 30, model_class=model_class,
+                  start_ns=start_ns)
     run.run()
     writes, regs = cached_config_ops(run.config)
     return {"scheme": run.scheme.name, "n_ports": run.switch.P,
