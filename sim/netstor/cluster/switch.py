@@ -62,7 +62,7 @@ def default_model_class():
     return CompiledModel
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)     # more than the 320 switches of a 16-ary fat tree
 def _config_ops_json(text):
     writes, regs = config_ops(json.loads(text))
     return tuple(writes), tuple(regs)
