@@ -66,6 +66,14 @@ class ServiceTime:
         # the simulator's interval 0 starts at virtual time 0
         return m.fluct_slow(m._t0 + now_ns)
 
+    def current_mean_ns(self, server=0, now_ns=0):
+        """The mean service time server ``server`` has at ``now_ns`` (for ``fluct`` the
+        interval's mode; slowdown excluded): what a clairvoyant scheduler knows."""
+        if self.kind == "fluct":
+            p = self.params
+            return (p[0] if self._fluct_slow(server, now_ns) else p[0] / p[1]) * 1e3
+        return self.model.mean_us * 1e3
+
     def ns(self, u, v=1.0, server=0, now_ns=0):
         """The service time (int ns) for uniforms ``u`` (base) and ``v`` (slowdown)."""
         k, p = self.kind, self.params
