@@ -30,6 +30,7 @@ OFFLOAD = Offload(
     wire=f"{__name__}.header:wire",
     codec=f"{__name__}.codec:NetRSCodec",
     schemes=f"{__name__}.schemes:SCHEMES",
+    sim_schemes=f"{__name__}.sim_schemes:SIM_SCHEMES",
     demo=f"{__name__}.demo:demo_step",
     frame_costs=f"{__name__}.demo:frame_costs",
     experiments=((f"{__name__}.bench_core", "hls.json"),
