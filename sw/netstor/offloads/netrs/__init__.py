@@ -14,6 +14,8 @@ IEEE TCC 2020), one folder.
   :mod:`.config` -- the ``netrs:`` configuration section and per-switch configurations.
 * :mod:`.codec` -- what a storage server does with NetRS requests; :mod:`.schemes` -- the
   load generator's ``netrs`` and client-side ``c3`` schemes.
+* :mod:`.sim_schemes` -- NetRS and the paper's baselines (CliRS, CliRS-R95, Oracle) in the
+  cluster simulator; :mod:`.evaluation` -- section 6 at the paper's scale there (``make eval``).
 * :mod:`.demo` -- the ``make demo`` step and the model switch's cost of NetRS frames;
   :mod:`.compare` (NetRS vs client-side C3), :mod:`.bench` (placement: ILP vs heuristic) for
   ``make bench``; :mod:`.cocotb_netrs` -- the RTL against the golden model.
@@ -31,6 +33,7 @@ OFFLOAD = Offload(
     codec=f"{__name__}.codec:NetRSCodec",
     schemes=f"{__name__}.schemes:SCHEMES",
     sim_schemes=f"{__name__}.sim_schemes:SIM_SCHEMES",
+    evaluation=f"{__name__}.evaluation:EVALUATION",
     demo=f"{__name__}.demo:demo_step",
     frame_costs=f"{__name__}.demo:frame_costs",
     experiments=((f"{__name__}.bench_core", "hls.json"),

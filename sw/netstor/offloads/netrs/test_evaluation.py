@@ -1,0 +1,66 @@
+"""NetRS's make-eval section at the smoke scale (a 4-ary fat tree): every scheme runs, the
+NetRS switches select (their banks and counters say so), the device's selections are the
+ranking core's reference on the state the pass read, the float C3 agrees on most of them, the
+saturated share comes from the switches' banks, and a run is a pure function of its seed."""
+from __future__ import annotations
+
+import json
+
+from netstor.evaluation.runner import make_executor, run_tasks
+from netstor.offloads.netrs.evaluation import EVALUATION, SCHEMES, run
+from netstor.offloads.netrs.formats import saturation_shares
+
+
+def test_smoke_section(tmp_path):
+    tasks = EVALUATION.tasks("smoke", 1)
+    assert {t.kwargs["label"] for t in tasks} == set(SCHEMES)
+    results, _ = run_tasks(tasks, make_executor("serial"), progress=False)
+    by = {r["label"]: r for r in results.values()}
+    n = tasks[0].kwargs["requests"]
+    for lab, r in by.items():
+        assert r["measured"] == n - n // 10, lab
+        assert r["unknown_mac"] == 0 and r["hosts_dropped"] == 0 and r["stray_replies"] == 0
+    # every NetRS request was selected by an RSNode and its response learnt from there
+    for lab in ("NetRS-ToR", "NetRS-ILP", "NetRS-ADP"):
+        x = by[lab]["netrs"]
+        assert x["ranking"] == "switch"
+        assert x["selections_in_switch"] == n and x["replies"]["selected"] == n
+        assert sum(x["samples_bank"]) == n and x["noreplica"] == 0
+        assert x["saturated"] == saturation_shares(x["samples_bank"])
+    assert by["NetRS-ToR"]["netrs"]["placement"]["tiers"] == {"tor": by["NetRS-ToR"]["netrs"]
+                                                                ["placement"]["rsnodes"]}
+    assert by["NetRS-ILP"]["netrs"]["placement"]["proven_optimal"]
+    # the float ablation selected instead of the device, at the same RSNodes
+    fl = by["NetRS-ILP (float)"]["netrs"]
+    assert fl["selections_in_switch"] == 0 and fl["float"]["selections"] == n
+    assert fl["placement"] == by["NetRS-ILP"]["netrs"]["placement"]
+    # the device's picks are the reference's; the float C3 on the same state agrees mostly
+    audit = by["NetRS-ILP"]["netrs"]["audit"]
+    assert audit["selections"] == n and audit["reference_equals_device"] == n
+    assert 0.9 * n <= audit["float_equals_device"] <= n
+    # common random numbers: the same offered load and requests for every scheme
+    assert len({(r["rate_rps"], r["requests"], r["seed"]) for r in by.values()}) == 1
+    # the clairvoyant scheme serves fewer requests in slow intervals than client C3
+    assert by["Oracle"]["slow_share"] < by["CliRS"]["slow_share"]
+    assert by["CliRS-R95"]["clirs-r95"]["hedged"] == by["CliRS-R95"]["duplicates"]
+
+    sec = EVALUATION.summarise(results, tmp_path, scale="smoke")
+    s = sec.summary
+    for key in ("requests_measured", "repeats", "saturated_share", "ilp_vs_clirs_mean_pct",
+                "ilp_vs_clirs_mean_ci95", "ilp_vs_clirs_p99_pct", "ilp_vs_clirs_p99_ci95"):
+        assert key in s
+    cells = [sum(by[lab]["netrs"]["samples_bank"][i] for lab in
+                 ("NetRS-ToR", "NetRS-ILP", "NetRS-ADP")) for i in range(8)]
+    assert s["saturated_share"] == saturation_shares(cells)["any"] <= 0.01
+    assert s["requests_measured"] == n - n // 10 and s["repeats"] == 1
+    expect = 100 * (by["NetRS-ILP"]["mean_us"] - by["CliRS"]["mean_us"]) / by["CliRS"]["mean_us"]
+    assert abs(s["ilp_vs_clirs_mean_pct"] - expect) < 0.06
+    assert (tmp_path / "netrs.png").stat().st_size > 10_000
+    assert json.loads((tmp_path / "netrs.json").read_text())["summary"]["runs"] == len(tasks)
+    assert "| NetRS-ILP |" in sec.markdown and "rs.samples" in sec.markdown
+
+    # a run is a pure function of its arguments
+    kw = next(t.kwargs for t in tasks if t.kwargs["label"] == "NetRS-ILP")
+    again = run(**kw)
+    strip = lambda r: {k: v for k, v in r.items() if k != "perf"}  # noqa: E731
+    assert strip(again) == strip(by["NetRS-ILP"])
