@@ -148,13 +148,20 @@ class FatTreeRun:
                      "keys": list(keys) if keys is not None else None,
                      "model": next(iter(self.switches.values())).model_class.__name__}
 
-    def run(self):
-        """Run to the end (the last arrival plus the timeout) and return the result dict."""
+    def run(self, release=False):
+        """Run to the end (the last arrival plus the timeout) and return the result dict.
+        ``release``: then give the switches' models back to the process's pool
+        (:meth:`netstor.cluster.switch.SwitchNode.release`; the next run in this process
+        builds its network faster; this one's switches have no model afterwards)."""
         for c in self.clients:
             c.start()
         last = max(int(c.arrivals[-1]) for c in self.clients if c.n)
         self.sim.run(until=last + self.timeout_ns)
-        return self.result()
+        out = self.result()
+        if release:
+            for node in self.switches.values():
+                node.release()
+        return out
 
     def result(self):
         samples, tos, measured, done = [], 0, 0, 0

@@ -76,6 +76,10 @@ def cached_config_ops(cfg):
     return _config_ops_json(json.dumps(cfg, sort_keys=True))
 
 
+#: released models per (model class, pipeline identity), see SwitchNode.release
+_POOL = {}
+
+
 @functools.lru_cache(maxsize=8)
 def _default_pipeline(n_ports):
     from netstor.programs import default_pipeline
@@ -95,7 +99,8 @@ class SwitchNode(Node):
             self.macs[p] = bytes(m)
         cls = default_model_class() if model_class is None else model_class
         self.model_class = cls
-        self.model = cls(self.pipeline)
+        pool = _POOL.get((cls, id(self.pipeline)))
+        self.model = pool.pop() if pool else cls(self.pipeline)
         self._defer = hasattr(self.model, "deferred") and hasattr(self.model, "run_deferred")
         if self._defer:
             self.model.deferred = []
@@ -123,6 +128,21 @@ class SwitchNode(Node):
 
     def counters(self):
         return self.model.counters()
+
+    def release(self):
+        """Give the model back to this process's pool, reset to its power-on state (memories,
+        registers, counters; what the node or its users set on the instance removed): a later
+        switch of the same pipeline and model class takes it instead of generating and
+        compiling a model again (~30 ms each, 320 times for a 16-ary fat tree). The node has
+        no model afterwards."""
+        m, self.model = self.model, None
+        if m is None or not hasattr(m, "reset"):
+            return
+        for attr in [a for a in vars(m) if a in ("process", "run_deferred")]:
+            delattr(m, attr)
+        m.deferred = None
+        m.reset()
+        _POOL.setdefault((self.model_class, id(self.pipeline)), []).append(m)
 
     # ---- data path -----------------------------------------------------------------------
     def receive(self, frame, port):

@@ -40,6 +40,21 @@ def test_every_request_answered_deterministic_per_seed():
     assert strip(r1) != strip(r3)
 
 
+def test_released_models_give_the_same_runs():
+    """A run on models from the pool (reset after an earlier run of another scheme and seed)
+    gives exactly the result of a run on freshly built models."""
+    from netstor.cluster import switch
+    switch._POOL.clear()
+    fresh = _run(seed=5).run(release=False)
+    _run(seed=9, requests=800).run(release=True)
+    pooled = _run(seed=5)
+    assert all(not switch._POOL.get(k) for k in switch._POOL)     # every model reused
+    again = pooled.run(release=True)
+    strip = lambda r: {k: v for k, v in r.items() if k != "perf"}  # noqa: E731
+    assert strip(again) == strip(fresh)
+    assert all(node.model is None for node in pooled.switches.values())
+
+
 def test_latency_is_at_least_the_path():
     run = _run(service="const:0", requests=300, rate_rps=1_000)
     run.run()
