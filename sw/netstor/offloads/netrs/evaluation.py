@@ -169,7 +169,7 @@ def run(label, *, k=16, servers=DP_SERVERS, clients=500, utilisation=0.9,
         slow[svc.current_mean_ns(server, now_ns) >= slow_mean] += 1
         return orig(u, v, server, now_ns)
     svc.ns = ns
-    r = fr.run()
+    r = fr.run(release=True)
     utils = [s.get("utilisation", 0.0) for s in r["servers"]]
     out = {"label": label, "scheme": r["scheme"], "scheme_config": r["scheme_config"],
            "k": k, "servers": servers, "clients": clients, "utilisation": utilisation,
@@ -245,7 +245,7 @@ def speed(*, k=16, servers=DP_SERVERS, clients=500, utilisation=0.9, requests=15
                 c[1] += clock() - t
                 return res
             m.process, m.run_deferred = process, run_deferred
-        r = fr.run()
+        r = fr.run(release=True)
         p = r["perf"]
         model_s = sum(v[1] for v in cost.values())
         out[label] = {

@@ -59,7 +59,10 @@ def test_smoke_section(tmp_path):
     assert json.loads((tmp_path / "netrs.json").read_text())["summary"]["runs"] == len(tasks)
     assert "| NetRS-ILP |" in sec.markdown and "rs.samples" in sec.markdown
 
-    # a run is a pure function of its arguments
+    # a run is a pure function of its arguments: the runs above took their switches' models
+    # from earlier runs (reset, the process's pool); this one builds fresh ones
+    from netstor.cluster import switch
+    switch._POOL.clear()
     kw = next(t.kwargs for t in tasks if t.kwargs["label"] == "NetRS-ILP")
     again = run(**kw)
     strip = lambda r: {k: v for k, v in r.items() if k != "perf"}  # noqa: E731
