@@ -17,9 +17,10 @@ key is ``client.keys[i]`` (Zipf ranks), its group follows from it.
   ``nw + (1 + os * n + q)^3 * T`` with ``n`` = the number of clients; a server not heard from
   yet scores 0; the lowest score wins (ties: ring order). Plain storage GETs to the winner.
 * ``clirs-r95`` -- CliRS-R95: CliRS, and when a request has been outstanding longer than the
-  95th percentile of the client's last ``window`` latencies (once it has ``min_samples`` of
-  them), a redundant copy to the best other replica (Dean and Barroso's hedged request); the
-  first reply counts.
+  95th-percentile expected latency, a redundant copy to the best other replica by the
+  client's C3 (Dean and Barroso's hedged request: the percentile of "this class of
+  requests", here the last ``window`` latencies of all clients, recomputed every ``refresh``
+  replies once there are ``min_samples``); the first reply counts.
 * ``oracle`` -- the replica with the least ``(1 + pending) * current mean service time``
   (absim's ``clairvoyant``: the servers' instantaneous queue, in service included, and the
   mean of their current fluctuation interval).
@@ -191,26 +192,23 @@ class CliRS(_Groups):
 
 
 class CliRS95(CliRS):
-    """CliRS plus a redundant request after the client's 95th-percentile latency."""
+    """CliRS plus a redundant request after the 95th-percentile latency."""
     name = "clirs-r95"
     help = "NetRS paper's CliRS-R95: CliRS + a hedged request after the p95 latency"
-    options = dict(CliRS.options, window=1000, min_samples=100, refresh=50)
+    options = dict(CliRS.options, window=10_000, min_samples=1_000, refresh=500)
 
     def setup(self, run):
         super().setup(run)
-        for c in run.clients:
-            c.lat_window = []
-            c.lat_pos = 0
-            c.p95 = None
-            c.since = 0
+        self.window_ns = []
+        self.pos = self.since = 0
+        self.p95 = None
         self.hedged = 0
 
     def send(self, client, rid, i):
-        g = client.groups[i]
-        s = self.pick(client, g)
+        s = self.pick(client, client.groups[i])
         self._send_to(client, rid, i, s)
-        if client.p95 is not None:
-            self.sim.at(client._arr[i] + client.p95, self._hedge, client, rid, i, s)
+        if self.p95 is not None:
+            self.sim.at(client._arr[i] + self.p95, self._hedge, client, rid, i, s)
 
     def _hedge(self, client, rid, i, primary):
         if client.latency[i] >= 0:
@@ -222,19 +220,17 @@ class CliRS95(CliRS):
 
     def completed(self, client, rid):
         if client.complete(rid):
-            i = (rid - client.offset) // client.stride
-            lat = int(client.latency[i])
-            w = client.lat_window
+            lat = int(client.latency[(rid - client.offset) // client.stride])
+            w = self.window_ns
             if len(w) < self.window:
                 w.append(lat)
             else:
-                w[client.lat_pos] = lat
-                client.lat_pos = (client.lat_pos + 1) % self.window
-            client.since += 1
-            if len(w) >= self.min_samples and (client.p95 is None or
-                                              client.since >= self.refresh):
-                client.p95 = int(np.percentile(w, 95))
-                client.since = 0
+                w[self.pos] = lat
+                self.pos = (self.pos + 1) % self.window
+            self.since += 1
+            if len(w) >= self.min_samples and (self.p95 is None or self.since >= self.refresh):
+                self.p95 = int(np.percentile(w, 95))
+                self.since = 0
 
     def config(self):
         return dict(super().config(), window=self.window, min_samples=self.min_samples,
@@ -243,6 +239,7 @@ class CliRS95(CliRS):
     def result(self, run):
         out = super().result(run)
         out["hedged"] = self.hedged
+        out["p95_us"] = None if self.p95 is None else round(self.p95 / 1e3, 1)
         return out
 
 

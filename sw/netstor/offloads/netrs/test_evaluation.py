@@ -67,3 +67,26 @@ def test_smoke_section(tmp_path):
     again = run(**kw)
     strip = lambda r: {k: v for k, v in r.items() if k != "perf"}  # noqa: E731
     assert strip(again) == strip(by["NetRS-ILP"])
+
+
+def test_hedged_requests_after_the_p95():
+    """CliRS-R95: once the p95 is known, a request still unanswered at its p95 gets a second
+    copy to another replica of its group; the later reply is a duplicate."""
+    from netstor.cluster.fattree import FatTreeRun
+    fr = FatTreeRun("clirs-r95", scheme_options={"min_samples": 100, "refresh": 20}, k=4,
+                    clients=6, servers=5, workers=2, service="fluct:4000:4:50",
+                    rate_rps=0.8 * 5 * 2 / 4e-3, requests=2_000, seed=2, link_ns=30_000,
+                    keys=(10**8, 0.99), timeout_us=5e6)
+    sent = []
+    orig = fr.scheme._send_to
+    fr.scheme._send_to = lambda c, rid, i, s: (sent.append((rid, s)), orig(c, rid, i, s))
+    r = fr.run()
+    x = r["clirs-r95"]
+    copies = {}
+    for rid, s in sent:
+        copies.setdefault(rid, []).append(s)
+    twice = {rid: ss for rid, ss in copies.items() if len(ss) == 2}
+    assert x["hedged"] == len(twice) == r["duplicates"] > 20
+    assert all(a != b for a, b in twice.values())
+    assert max(len(ss) for ss in copies.values()) == 2
+    assert 0 < x["p95_us"] and r["timeouts"] == 0
