@@ -340,58 +340,92 @@ def _sim_hop(tree, num, dev, nb):
     return 1, _mac(switch_mac(num[nb], 0)), _mac(switch_mac(num[dev], 1))
 
 
-def sim_plan_configs(inst, plan, server_hosts, *, n, time_unit_us, ewma, device_groups=True):
+def _forward_fits(entries):
+    """Whether ``rs.forward`` takes these entries: the device's table is hashed (2 ways), so a
+    few keys can collide; the host API's own loader decides (as it would on the card)."""
+    from netstor.compiler import config_ops
+    from netstor.driver.tables import TableFullError
+    try:
+        config_ops({"netrs": {"forward": entries}})
+    except TableFullError:
+        return False
+    return True
+
+
+def sim_plan_configs(inst, plan, server_hosts, *, n, time_unit_us, ewma, device_groups=True,
+                     max_attempts=64):
     """``({switch: configuration}, info)``: :func:`.config.plan_configs` of the plan (no
     routes: the simulator's fat tree brings its own), its next hops mapped onto the
     simulator's ports and MACs, and ``rs.forward`` entries only where a request or response
     of an RSNode in use passes (``info``: RSNode id and switch per operator in use, the most
-    forward entries on one switch). ``device_groups=False``: the RSNodes get no replica
-    groups and servers (the float ablation selects outside the device; that way it runs with
-    more servers than the device's 63 server ids)."""
+    forward entries on one switch, the id attempt). ``device_groups=False``: the RSNodes get
+    no replica groups and servers (the float ablation selects outside the device; that way it
+    runs with more servers than the device's 63 server ids).
+
+    RSNode ids: :func:`.rules.assign_rsnode_ids`; when the forward entries of some device
+    collide in its hashed ``rs.forward`` table, the RSNodes in use get other ids (401 and up,
+    a deterministic sequence of attempts) until every device takes its entries -- the
+    controller is free to number its operators."""
     from .rules import assign_rsnode_ids
     topo = inst.topo
     num = {name: i for i, name in enumerate(topo.switches)}
-    ids = assign_rsnode_ids(topo)
+    base = assign_rsnode_ids(topo)
     rgroups = ring_replica_groups(list(server_hosts)) if device_groups else {}
-    cfgs = plan_configs(inst, plan, rgroups, algo="c3", n=n, routes=False, ids=ids,
-                        time_unit_us=time_unit_us, ewma=ewma)
+    members = defaultdict(list)
+    for g, o in plan.assignment.items():
+        members[o].append(g)
+    used = sorted(members, key=lambda o: base[o])
     # where forward entries are needed: from the ToRs of an RSNode's groups (requests) and,
     # for an RSNode above the ToRs, from every server's ToR (responses) up to the RSNode
     need = set()
     server_tors = {topo.hosts[s].tor for s in server_hosts}
-    members = defaultdict(list)
-    for g, o in plan.assignment.items():
-        members[o].append(g)
-    for o, gs in members.items():
+    for o in used:
         target = topo.operators[o].switch
-        starts = {inst.groups[g].tor for g in gs}
+        starts = {inst.groups[g].tor for g in members[o]}
         if topo.switches[target].tier != TOR:
             starts |= server_tors
         for s in starts:
             while s != target:
-                need.add((s, ids[o]))
+                need.add((s, o))
                 s = topo.next_hops(s, target)[0]
-    most = 0
-    for dev, cfg in cfgs.items():
-        sec = cfg["netrs"]
-        ports = device_ports(topo, dev)
-        if "forward" in sec:
-            fw = []
-            for e in sec["forward"]:
-                if (dev, e["rsnode"]) in need:
-                    p, d, s = _sim_hop(topo, num, dev, ports[e["port"]])
-                    fw.append(dict(e, port=p, dmac=d, smac=s))
-            if fw:
-                sec["forward"] = fw
-                most = max(most, len(fw))
-            else:
-                del sec["forward"]
-        if "servers" in sec:
-            sec["servers"] = [dict(e, **dict(zip(("port", "mac", "smac"),
-                                                 _sim_hop(topo, num, dev, ports[e["port"]]))))
-                              for e in sec["servers"]]
-    used = {o: (ids[o], topo.operators[o].switch) for o in members}
-    return cfgs, {"rsnodes": used, "max_forward_entries": most}
+    for attempt in range(max_attempts):
+        ids = dict(base)
+        if attempt:
+            for i, o in enumerate(used):
+                ids[o] = 401 + (7 * i + 13 * attempt) % 4000
+        cfgs = plan_configs(inst, plan, rgroups, algo="c3", n=n, routes=False, ids=ids,
+                            time_unit_us=time_unit_us, ewma=ewma)
+        wanted = {(dev, ids[o]) for dev, o in need}
+        most, fits = 0, True
+        for dev, cfg in cfgs.items():
+            sec = cfg["netrs"]
+            ports = device_ports(topo, dev)
+            if "forward" in sec:
+                fw = []
+                for e in sec["forward"]:
+                    if (dev, e["rsnode"]) in wanted:
+                        p, d, sm = _sim_hop(topo, num, dev, ports[e["port"]])
+                        fw.append(dict(e, port=p, dmac=d, smac=sm))
+                if fw:
+                    sec["forward"] = fw
+                    most = max(most, len(fw))
+                    if len(fw) > 2 and not _forward_fits(fw):
+                        fits = False
+                else:
+                    del sec["forward"]
+            if "servers" in sec:
+                sec["servers"] = [dict(e, **dict(zip(("port", "mac", "smac"),
+                                                     _sim_hop(topo, num, dev,
+                                                              ports[e["port"]]))))
+                                  for e in sec["servers"]]
+        if fits:
+            break
+    else:
+        raise RuntimeError(f"no RSNode numbering in {max_attempts} attempts fits every "
+                           "device's rs.forward table")
+    info = {"rsnodes": {o: (ids[o], topo.operators[o].switch) for o in used},
+            "max_forward_entries": most, "id_attempt": attempt}
+    return cfgs, info
 
 
 class NetRSSim(_Groups):
@@ -500,6 +534,7 @@ class NetRSSim(_Groups):
         out = {"placement": self.place_info,
                "rsnode_switches": sorted(sw for _, sw in self.cfg_info["rsnodes"].values()),
                "max_forward_entries": self.cfg_info["max_forward_entries"],
+               "rsnode_id_attempt": self.cfg_info["id_attempt"],
                "n": self.n_eff, "n_code_value": n_value(n_code(self.n_eff)),
                "ranking": self.ranking, "time_unit_us": self.time_unit_us, "ewma": self.ewma,
                "replies": dict(self.counts), "noreplica": noreplica,
