@@ -71,7 +71,7 @@ PAPER_SCHEMES = ["CliRS", "CliRS-R95", "NetRS-ToR", "NetRS-ILP", "NetRS-ADP", "O
 ABLATION = "NetRS-ILP (float)"
 #: what runs at the paper's 100 servers (no device state needed)
 SCALE_CHECK = ["CliRS", "Oracle", "NetRS-ILP (float)"]
-HEADLINE_REQUESTS = 60_000
+HEADLINE_REQUESTS = 80_000
 FULL_REQUESTS = 1_111_112          # 10^6 measured after the 10 % warm-up
 #: relative CPU cost of a request per scheme (for the pool's order)
 _COST = {"clirs": 1.0, "clirs-r95": 1.3, "oracle": 1.0, "netrs": 2.6}
@@ -86,16 +86,18 @@ def scales(scale):
     if scale == "smoke":
         return {"k": 4, "servers": 6, "clients": [10], "utilisation": [0.9],
                 "requests": 1_000, "repeats": 1, "labels": list(SCHEMES),
-                "check_servers": None, "audit": True, "speed": False}
+                "check_servers": None, "audit": True, "speed": False, "uniform": None}
     if scale == "headline":
         return {"k": 16, "servers": DP_SERVERS, "clients": [500], "utilisation": [0.9],
                 "requests": HEADLINE_REQUESTS, "repeats": 3, "labels": list(SCHEMES),
-                "check_servers": 100, "check_repeats": 1, "audit": False, "speed": True}
+                "check_servers": 100, "check_repeats": 1, "audit": False, "speed": True,
+                "uniform": ["CliRS", "NetRS-ILP"]}
     if scale == "full":
         return {"k": 16, "servers": DP_SERVERS, "clients": PAPER["fig4_clients"],
                 "utilisation": PAPER["fig5_utilisation"], "requests": FULL_REQUESTS,
                 "repeats": 3, "labels": PAPER_SCHEMES, "check_servers": 100,
-                "check_repeats": 3, "audit": False, "speed": True}
+                "check_repeats": 3, "audit": False, "speed": True,
+                "uniform": ["CliRS", "NetRS-ILP", "Oracle"]}
     raise ValueError(f"scale {scale!r}: smoke, headline or full")
 
 
@@ -109,12 +111,13 @@ def tasks(scale, seed):
     points = {(c, default_u) for c in sc["clients"]} | {(default_c, u) for u in sc["utilisation"]}
     out = []
 
-    def add(label, servers, clients, util, repeat, requests, audit=False):
+    def add(label, servers, clients, util, repeat, requests, audit=False, zipf=PAPER["zipf"]):
         scheme = SCHEMES[label][0]
         kw = {"label": label, "k": k, "servers": servers, "clients": clients,
               "utilisation": util, "requests": requests, "repeat": repeat,
-              "seed": seed + repeat, "audit": audit}
-        key = f"netrs/S{servers}/c{clients}/u{util:g}/{_slug(label)}/r{repeat}"
+              "seed": seed + repeat, "audit": audit, "zipf": zipf}
+        z = "" if zipf == PAPER["zipf"] else f"/z{zipf:g}"
+        key = f"netrs/S{servers}/c{clients}/u{util:g}{z}/{_slug(label)}/r{repeat}"
         out.append(Task(key, f"{__name__}:run", kw,
                         cost=requests * _COST[scheme] * (k / 16) ** 3 + 2e4 * (k / 16) ** 3))
     for c, u in sorted(points):
@@ -125,6 +128,9 @@ def tasks(scale, seed):
             for r in range(sc["repeats"]):
                 add(label, S, c, u, r, sc["requests"],
                     audit=sc["audit"] and label == "NetRS-ILP")
+    for label in sc["uniform"] or ():
+        for r in range(sc["repeats"]):
+            add(label, S, default_c, default_u, r, sc["requests"], zipf=0.0)
     if sc["check_servers"]:
         for label in SCALE_CHECK:
             for r in range(sc["check_repeats"]):
@@ -139,7 +145,7 @@ def tasks(scale, seed):
 # ---- one run ----------------------------------------------------------------------------------
 
 def _fat_tree_run(label, *, k, servers, clients, utilisation, requests, seed, audit=False,
-                  model_class=None):
+                  model_class=None, zipf=PAPER["zipf"]):
     from netstor.cluster.fattree import FatTreeRun
     scheme, options = SCHEMES[label]
     options = dict(options)
@@ -149,16 +155,19 @@ def _fat_tree_run(label, *, k, servers, clients, utilisation, requests, seed, au
     return FatTreeRun(scheme, scheme_options=options, k=k, clients=clients, servers=servers,
                       workers=PAPER["workers"], service=SERVICE, rate_rps=rate,
                       requests=requests, seed=seed, link_ns=PAPER["link_us"] * 1000,
-                      keys=(PAPER["keys"], PAPER["zipf"]), timeout_us=TIMEOUT_US,
+                      keys=(PAPER["keys"], zipf), timeout_us=TIMEOUT_US,
                       model_class=model_class)
 
 
 def run(label, *, k=16, servers=DP_SERVERS, clients=500, utilisation=0.9,
-        requests=HEADLINE_REQUESTS, repeat=0, seed=1, audit=False):
+        requests=HEADLINE_REQUESTS, repeat=0, seed=1, audit=False, zipf=PAPER["zipf"]):
     """One run: scheme ``label`` (a key of :data:`SCHEMES`) at one point and seed; a compact
-    JSON-able result (latency summary, load, the scheme's own figures, speed)."""
+    JSON-able result (latency summary, load, the scheme's own figures, the hottest replica
+    group's part in the tail, speed). ``zipf``: the keys' exponent (0: uniform keys, an
+    ablation)."""
     fr = _fat_tree_run(label, k=k, servers=servers, clients=clients,
-                       utilisation=utilisation, requests=requests, seed=seed, audit=audit)
+                       utilisation=utilisation, requests=requests, seed=seed, audit=audit,
+                       zipf=zipf)
     # the share of requests whose service started in a slow interval (uniform choice: ~0.5)
     svc = fr.service
     slow_mean = PAPER["t_kv_us"] * 1e3
@@ -173,13 +182,15 @@ def run(label, *, k=16, servers=DP_SERVERS, clients=500, utilisation=0.9,
     utils = [s.get("utilisation", 0.0) for s in r["servers"]]
     out = {"label": label, "scheme": r["scheme"], "scheme_config": r["scheme_config"],
            "k": k, "servers": servers, "clients": clients, "utilisation": utilisation,
-           "repeat": repeat, "seed": seed, "requests": requests, "rate_rps": fr.rate_rps}
+           "zipf": zipf, "repeat": repeat, "seed": seed, "requests": requests,
+           "rate_rps": fr.rate_rps}
     for key in ("measured", "timeouts", "mean_us", "p50_us", "p99_us", "p999_us", "max_us",
                 "throughput_rps", "duplicates", "stray_replies"):
         out[key] = r[key]
     out["server_utilisation"] = {"mean": round(sum(utils) / len(utils), 4),
                                  "max": round(max(utils), 4)}
     out["slow_share"] = round(slow[1] / max(1, sum(slow)), 4)
+    out["hot_group"] = _hot_group(fr, r)
     out["switch_passes"] = r["perf"]["switch_passes"]
     out["unknown_mac"] = r["switch"]["unknown_mac"]
     out["hosts_dropped"] = sum(sum(d.values()) for d in r["hosts_dropped"].values())
@@ -198,6 +209,32 @@ def run(label, *, k=16, servers=DP_SERVERS, clients=500, utilisation=0.9,
         out[r["scheme"]] = extra
     out["perf"] = r["perf"]
     return out
+
+
+def _hot_group(fr, r):
+    """The hottest replica group of the run (most measured requests): its share of the
+    requests, of the slowest 1 %, its p99 against the others' and its servers' utilisation."""
+    import math
+    import numpy as np
+    g, lat = [], []
+    for c in fr.clients:
+        first = min(c.n, math.ceil(fr.warmup * c.n))
+        s, _ = c.samples(first)
+        lat.append(s)
+        g.append(np.asarray(c.groups[first:], dtype=np.int64))
+    g, lat = np.concatenate(g), np.concatenate(lat).astype(np.float64)
+    if not len(g):
+        return None
+    hot = int(np.bincount(g).argmax())
+    mine = g == hot
+    tail = lat >= np.percentile(lat, 99)
+    util = [r["servers"][s].get("utilisation", 0.0) for s in fr.scheme.glist[hot]]
+    return {"group": hot, "share": round(float(mine.mean()), 4),
+            "tail_share": round(float(mine[tail].mean()), 4),
+            "p99_us": round(float(np.percentile(lat[mine], 99)) / 1e3, 1),
+            "others_p99_us": round(float(np.percentile(lat[~mine], 99)) / 1e3, 1)
+            if (~mine).any() else None,
+            "servers_utilisation": [round(u, 3) for u in util]}
 
 
 # ---- the simulator's speed -------------------------------------------------------------------
@@ -290,6 +327,17 @@ def _table(by_label, base="CliRS"):
             e[key] = round(iv.mean, 1)
             e[key.replace("_us", "_ci95")] = iv.as_list(1)
         e["slow_share"] = round(sum(x["slow_share"] for x in runs) / len(runs), 4)
+        hg = [x["hot_group"] for x in runs if x.get("hot_group")]
+        if hg:
+            for key, name in (("share", "hot_share"), ("tail_share", "hot_tail_share"),
+                              ("p99_us", "hot_p99_us"), ("others_p99_us", "others_p99_us")):
+                vals = [h[key] for h in hg if h[key] is not None]
+                e[name] = round(sum(vals) / len(vals), 4) if vals else None
+        ages = [(x.get("clirs") or x.get("clirs-r95") or
+                 (x.get("netrs") or {}).get("float") or {}).get("info_age_ms") for x in runs]
+        ages = [a for a in ages if a is not None]
+        if ages:
+            e["info_age_ms"] = round(sum(ages) / len(ages), 2)
         e["max_server_utilisation"] = round(max(x["server_utilisation"]["max"]
                                                 for x in runs), 3)
         if base in by_label and label != base:
@@ -319,8 +367,9 @@ def summarise(results, out_dir, scale=None):
     sp = results.get("netrs/speed")
     points = defaultdict(lambda: defaultdict(list))
     for r in runs:
-        points[(r["servers"], r["clients"], r["utilisation"], r["k"])][r["label"]].append(r)
-    dp = [p for p in points if p[0] <= DP_SERVERS]
+        points[(r["servers"], r["clients"], r["utilisation"], r["k"],
+                r.get("zipf", PAPER["zipf"]))][r["label"]].append(r)
+    dp = [p for p in points if p[0] <= DP_SERVERS and p[4] == PAPER["zipf"]]
     head = max(dp, key=lambda p: (p[1] == 500, p[2], p[1])) if dp else next(iter(points))
     tables = {p: _table(v) for p, v in points.items()}
     ht = tables[head]
@@ -341,7 +390,7 @@ def summarise(results, out_dir, scale=None):
         "ilp_vs_clirs_p99_ci95": ilp.get("vs_clirs_p99_ci95"),
         "scale": scale,
         "point": {"k": head[3], "servers": head[0], "clients": head[1],
-                  "utilisation": head[2]},
+                  "utilisation": head[2], "zipf": head[4]},
         "requests_measured_all_runs": sum(r["measured"] for r in runs),
         "runs": len(runs),
         "saturated": dict(sat_all, max_per_run=max((x["any"] or 0.0) for x in sat)
@@ -351,7 +400,7 @@ def summarise(results, out_dir, scale=None):
                                          "fig5_ilp_vs_clirs_mean_pct",
                                          "fig5_ilp_vs_clirs_p99_pct")},
     }
-    others = {f"S{p[0]}/c{p[1]}/u{p[2]:g}": t for p, t in tables.items() if p != head}
+    others = {f"S{p[0]}/c{p[1]}/u{p[2]:g}/z{p[4]:g}": t for p, t in tables.items() if p != head}
     if others:
         summary["other_points"] = others
     audits = [r["netrs"]["audit"] for r in runs if "netrs" in r and "audit" in r["netrs"]]
@@ -457,9 +506,9 @@ def plot(points, head, out):
     figure([head], [f"{head[1]} clients, util {head[2]:g}"], "", labels, "netrs.png",
            f"NetRS at {head[0]} servers x 4 workers, {4 * head[3] ** 3 // 16} hosts "
            "(95 % CIs over repeats; hatched: the float ablation)")
-    S, k = head[0], head[3]
-    fig4 = sorted(p for p in points if p[0] == S and p[3] == k and p[2] == head[2])
-    fig5 = sorted(p for p in points if p[0] == S and p[3] == k and p[1] == head[1])
+    S, k, z = head[0], head[3], head[4]
+    fig4 = sorted(p for p in points if p[0] == S and p[3] == k and p[4] == z and p[2] == head[2])
+    fig5 = sorted(p for p in points if p[0] == S and p[3] == k and p[4] == z and p[1] == head[1])
     plabels = [lab for lab in PAPER_SCHEMES if lab in points[head]]
     if len(fig4) > 1:
         figure(fig4, [p[1] for p in fig4], "number of clients", plabels, "netrs_fig4.png",
@@ -494,7 +543,7 @@ def _fmt_rel(e, name):
 
 def report_markdown(summary, tables, head, points, scale):
     ht = tables[head]
-    S, C, U, k = head
+    S, C, U, k, _z = head
     lines = [
         f"Scale `{scale}`: a {k}-ary fat tree ({k ** 3 // 4} hosts, {5 * k * k // 4} switches, "
         "every one our data plane with the device's pass latency), 30 us per cable, "
@@ -561,6 +610,7 @@ def report_markdown(summary, tables, head, points, scale):
                   f"picked the answering server {a['reference_equals_device']} times, the "
                   f"float C3 on the same state agreed {a['float_equals_device']} times.", ""]
     lines += _check_lines(summary, tables, head)
+    lines += _uniform_lines(tables, head)
     lines += _sweep_lines(tables, head, points)
     lines += _speed_lines(summary)
     lines += _differences(summary, tables, head, points)
@@ -587,12 +637,30 @@ def _check_lines(summary, tables, head):
     return out
 
 
+def _uniform_lines(tables, head):
+    uni = [p for p in tables if p[:4] == head[:4] and p[4] == 0]
+    if not uni:
+        return []
+    t, h = tables[uni[0]], tables[head]
+    out = ["**Ablation: uniform keys** (the same runs with every key equally likely, so no "
+           "hot replica group), ms:", "",
+           "| scheme | mean | p99 | mean vs CliRS | p99 vs CliRS | with Zipf keys: mean vs "
+           "CliRS | p99 vs CliRS |", "|---|---|---|---|---|---|---|"]
+    for lab, e in t.items():
+        e0 = h.get(lab, {})
+        out.append(f"| {lab} | {_fmt_iv(e, 'mean_us')} | {_fmt_iv(e, 'p99_us')} | "
+                   f"{_fmt_rel(e, 'mean')} | {_fmt_rel(e, 'p99')} | {_fmt_rel(e0, 'mean')} | "
+                   f"{_fmt_rel(e0, 'p99')} |")
+    out.append("")
+    return out
+
+
 def _sweep_lines(tables, head, points):
-    S, C, U, k = head
+    S, C, U, k, z = head
     out = []
     for name, sel, xname in (("Fig. 4 (clients)", lambda p: p[2] == U, 1),
                              ("Fig. 5 (utilisation)", lambda p: p[1] == C, 2)):
-        pts = sorted(p for p in tables if p[0] == S and p[3] == k and sel(p))
+        pts = sorted(p for p in tables if p[0] == S and p[3] == k and p[4] == z and sel(p))
         if len(pts) < 2:
             continue
         labs = [lab for lab in PAPER_SCHEMES if lab in tables[pts[0]]]
@@ -655,6 +723,26 @@ def _differences(summary, tables, head, points):
                    f"server's utilisation {cl['max_server_utilisation']:.2f} (CliRS) against "
                    f"{ilp.get('max_server_utilisation', 0):.2f} (NetRS-ILP): the Zipf keys "
                    "make some replica groups hot, and the hot groups decide the tail.")
+    if cl.get("hot_share") is not None and ilp.get("hot_share") is not None:
+        out.append(f"* The hottest replica group (rank 1 of the Zipf keys lands in it) has "
+                   f"{100 * cl['hot_share']:.1f} % of the requests but "
+                   f"{100 * cl['hot_tail_share']:.1f} % of CliRS's slowest 1 % (its p99 "
+                   f"{cl['hot_p99_us'] / 1000:.1f} ms against {cl['others_p99_us'] / 1000:.1f} "
+                   f"ms for the other groups); with NetRS-ILP {100 * ilp['hot_tail_share']:.1f} "
+                   f"% (p99 {ilp['hot_p99_us'] / 1000:.1f} against "
+                   f"{ilp['others_p99_us'] / 1000:.1f} ms).")
+    if cl.get("info_age_ms") is not None and flt.get("info_age_ms") is not None:
+        out.append(f"* Staleness (the paper's first factor): the state a selector ranks with is "
+                   f"on average {cl['info_age_ms']:.1f} ms old at a CliRS client and "
+                   f"{flt['info_age_ms']:.2f} ms at a NetRS-ILP RSNode (measured on the float "
+                   f"ablation's RSNodes, which learn from the same responses; the fluctuation "
+                   f"interval is 50 ms).")
+    uni = [p for p in tables if p[:4] == head[:4] and p[4] == 0]
+    if uni:
+        u = tables[uni[0]].get("NetRS-ILP", {})
+        out.append(f"* Hot groups: with uniform keys NetRS-ILP vs CliRS is mean "
+                   f"{_fmt_rel(u, 'mean')}, p99 {_fmt_rel(u, 'p99')} (Zipf: "
+                   f"{_fmt_rel(ilp, 'mean')}, {_fmt_rel(ilp, 'p99')}).")
     if flt and ilp:
         from netstor.evaluation.stats import paired_rel_diff
         a = sorted(points[head]["NetRS-ILP"], key=lambda x: x["repeat"])

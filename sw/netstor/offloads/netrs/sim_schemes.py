@@ -124,7 +124,9 @@ class CliRS(_Groups):
             c.c3 = [[False, 0.0, 0.0, 0.0] for _ in range(self.n_servers)]
             c.os = [0] * self.n_servers
             c.sent_at = {}
+            c.heard = [None] * self.n_servers      # when the client last heard from a server
         self.selections = [0] * self.n_servers
+        self.age = [0, 0]                           # summed age (ns) of the candidates' state
 
     def score(self, client, s):
         st = client.c3[s]
@@ -139,10 +141,14 @@ class CliRS(_Groups):
 
     def pick(self, client, group):
         best, bs = None, None
+        now, age, heard = self.sim.now, self.age, client.heard
         for s in self.glist[group]:
             v = self.score(client, s)
             if bs is None or v < bs:
                 best, bs = s, v
+            if heard[s] is not None:
+                age[0] += now - heard[s]
+                age[1] += 1
         return best
 
     def _send_to(self, client, rid, i, s):
@@ -167,6 +173,7 @@ class CliRS(_Groups):
             client.stray += 1
             return
         client.os[s] -= 1
+        client.heard[s] = self.sim.now
         resp = self.sim.now - t0
         q = float(max(0, qlen - self.workers))
         t = float(sns)
@@ -188,7 +195,8 @@ class CliRS(_Groups):
         return {"alpha": self.alpha, "n": self.n}
 
     def result(self, run):
-        return {"n": self.nc, "alpha": self.alpha, "selections": self.selections}
+        return {"n": self.nc, "alpha": self.alpha, "selections": self.selections,
+                "info_age_ms": round(self.age[0] / max(1, self.age[1]) / 1e6, 3)}
 
 
 class CliRS95(CliRS):
@@ -542,8 +550,10 @@ class NetRSSim(_Groups):
                "selections_in_switch": counters.get("rs.servers.hit", 0),
                "counters": dict(sorted(counters.items()))}
         if self.float_nodes:
+            age = [sum(x.age[0] for x in self.float_nodes), sum(x.age[1] for x in self.float_nodes)]
             out["float"] = {"selections": sum(x.selections for x in self.float_nodes),
-                            "responses": sum(x.responses for x in self.float_nodes)}
+                            "responses": sum(x.responses for x in self.float_nodes),
+                            "info_age_ms": round(age[0] / max(1, age[1]) / 1e6, 3)}
         if self.audits:
             done = self.audits_done
             out["audit"] = {"selections": len(done),
@@ -616,6 +626,8 @@ class _FloatRSNode:
         self.w = float(scheme.ewma)
         self.rr = [0] * len(scheme.glist)
         self.sent = {}
+        self.heard = [None] * n          # when this RSNode last learnt about a server
+        self.age = [0, 0]
         self.selections = self.responses = 0
         self.orig = node.receive
         node.receive = self.receive
@@ -640,9 +652,13 @@ class _FloatRSNode:
         self.rr[g] = rr + 1 if rr + 1 < len(members) else 0
         n = sc.n_eff
         best, key = None, None
+        now, heard, age = self.sim.now, self.heard, self.age
         for i, s in enumerate(members):
             if not avail >> i & 1:
                 continue
+            if heard[s] is not None:
+                age[0] += now - heard[s]
+                age[1] += 1
             qh = 1.0 + self.q[s] + n * self.os[s]
             k = (self.r[s] + qh * qh * qh * self.t[s], (i - rr) & 7)
             if key is None or k < key:
@@ -675,6 +691,7 @@ class _FloatRSNode:
         rid = int.from_bytes(frame[o + 26 + 8:o + 26 + 12], "big")
         t0 = self.sent.pop(rid, None)
         self.responses += 1
+        self.heard[sid] = self.sim.now
         self.os[sid] = max(0, self.os[sid] - 1)
         w = self.w
         self.q[sid] += w * (q - self.q[sid])
