@@ -470,8 +470,9 @@ def _bars(ax, cats, labels, values, errs, ylabel, title):
 
 
 def plot(points, head, out):
-    """``netrs.png`` (the default point, every scheme and the ablation), and when the runs
-    sweep them ``netrs_fig4.png`` (clients) and ``netrs_fig5.png`` (utilisation)."""
+    """``netrs.png`` (the default point, every scheme and the ablation), when the runs sweep
+    them ``netrs_fig4.png`` (clients) and ``netrs_fig5.png`` (utilisation), and
+    ``netrs_checks.png`` (the default point beside its uniform-key and 100-server checks)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -516,6 +517,16 @@ def plot(points, head, out):
     if len(fig5) > 1:
         figure(fig5, [f"{p[2]:.0%}" for p in fig5], "system utilisation", plabels,
                "netrs_fig5.png", "Fig. 5: latency with varying system utilisation")
+    checks = [p for p in points if p[1:4] == head[1:4] and p != head and
+              (p[4] == 0 or p[0] > DP_SERVERS)]
+    if checks:
+        pts = [head] + sorted(checks, key=lambda p: (p[0], -p[4]))
+        cats = [f"{p[0]} servers, " + ("Zipf keys" if p[4] else "uniform keys") for p in pts]
+        labels = [lab for lab in ("CliRS", "NetRS-ILP", ABLATION, "Oracle")
+                  if any(lab in points[p] for p in pts)]
+        figure(pts, cats, "", labels, "netrs_checks.png",
+               "Checks at the default point: uniform keys; the paper's 100 servers (NetRS-ILP "
+               "only with the float C3 there)")
     return figs
 
 
@@ -555,7 +566,7 @@ def report_markdown(summary, tables, head, points, scale):
         "measured requests per run after a 10 % warm-up, "
         f"{ht[next(iter(ht))]['repeats']} repeat(s) with common random numbers across "
         "schemes. Latencies in ms, mean over repeats with 95 % Student-t intervals; "
-        "differences against CliRS paired per repeat.", "",
+        "differences against CliRS paired per repeat." + _scale_note(scale), "",
         "| | paper (section 6) | ours |", "|---|---|---|",
         f"| fat tree | 16-ary, 1024 hosts | {k}-ary, {k ** 3 // 4} hosts |",
         f"| servers x workers | 100 x 4 | {S} x 4 (the data plane's 63 server ids; "
@@ -596,6 +607,15 @@ def report_markdown(summary, tables, head, points, scale):
             ci = f" [{d.lo:+.1f}, {d.hi:+.1f}]" if d.n > 1 else ""
             lines.append(f"| NetRS-ILP vs NetRS-ToR, {key[:-3]} | {p[pk]:+.1f} % on average | "
                          f"{d.mean:+.1f} %{ci} |")
+    adp, r95 = ht.get("NetRS-ADP"), ht.get("CliRS-R95")
+    if adp and ilp:
+        lines.append(f"| NetRS-ADP comparable to NetRS-ILP | yes (no unexpected events) | mean "
+                     f"{adp['mean_us'] / 1000:.2f} vs {ilp['mean_us'] / 1000:.2f} ms, p99 "
+                     f"{adp['p99_us'] / 1000:.1f} vs {ilp['p99_us'] / 1000:.1f} ms |")
+    if r95:
+        lines.append(f"| CliRS-R95 raises the latency at high utilisation | yes (extra load "
+                     f"on hot servers) | mean {_fmt_rel(r95, 'mean')}, p99 "
+                     f"{_fmt_rel(r95, 'p99')} against CliRS |")
     lines.append("")
     sat = summary["saturated"]
     lines += [f"Saturated state samples (the switches' `rs.samples` banks, every NetRS run on "
@@ -615,6 +635,19 @@ def report_markdown(summary, tables, head, points, scale):
     lines += _speed_lines(summary)
     lines += _differences(summary, tables, head, points)
     return "\n".join(lines)
+
+
+def _scale_note(scale):
+    if scale == "headline":
+        return (" The headline subset: the paper's default point (the 500-client group of "
+                "Fig. 4, which is the 90 % group of Fig. 5) with every scheme and the float "
+                "ablation, plus two measured checks at the same point (uniform keys, 3 "
+                "repeats; the paper's 100 servers, 1 repeat) and the simulator's speed; "
+                "`--scale full` runs both sweeps with 10^6 measured requests per run.")
+    if scale == "full":
+        return (" Full scale: Fig. 4 (clients 100..700 at 90 %) and Fig. 5 (utilisation "
+                "30..90 % at 500 clients), 10^6 measured requests per run.")
+    return ""
 
 
 def _check_lines(summary, tables, head):
@@ -724,7 +757,7 @@ def _differences(summary, tables, head, points):
                    f"{ilp.get('max_server_utilisation', 0):.2f} (NetRS-ILP): the Zipf keys "
                    "make some replica groups hot, and the hot groups decide the tail.")
     if cl.get("hot_share") is not None and ilp.get("hot_share") is not None:
-        out.append(f"* The hottest replica group (rank 1 of the Zipf keys lands in it) has "
+        out.append(f"* The most requested replica group (the one the hottest key hashes to) has "
                    f"{100 * cl['hot_share']:.1f} % of the requests but "
                    f"{100 * cl['hot_tail_share']:.1f} % of CliRS's slowest 1 % (its p99 "
                    f"{cl['hot_p99_us'] / 1000:.1f} ms against {cl['others_p99_us'] / 1000:.1f} "
