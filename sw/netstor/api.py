@@ -72,18 +72,29 @@ def load_schema(schema=None):
 
 def parse_uint(value, width, what="value"):
     """``value`` (int or text) as an unsigned ``width``-bit integer, or a ValueError naming
-    ``what``. Text: decimal, ``0x``/``0b``/``0o``, dotted IPv4, colon-separated MAC."""
+    ``what``. Text: decimal, ``0x``/``0b``/``0o``, dotted IPv4 (only for a 32-bit field),
+    colon-separated MAC (only for a 48-bit field): an address of the other kind is an error,
+    not a number that happens to fit."""
     v = value
     if isinstance(v, str):
         s = v.strip()
         try:
             if s.count(".") == 3:
+                if width != 32:
+                    raise ValueError(f"{what}: {value!r} is an IPv4 address, but the field is "
+                                     f"{width} bits" + (" (a MAC address)" if width == 48
+                                                        else ""))
                 v = int(ipaddress.IPv4Address(s))
             elif s.count(":") == 5 and all(len(p) in (1, 2) for p in s.split(":")):
+                if width != 48:
+                    raise ValueError(f"{what}: {value!r} is a MAC address, but the field is "
+                                     f"{width} bits")
                 v = int(s.replace(":", ""), 16)
             else:
                 v = int(s.replace("_", ""), 0)
-        except ValueError:
+        except ValueError as e:
+            if str(e).startswith(f"{what}: "):
+                raise
             raise ValueError(f"{what}: {value!r} is not a number, IPv4 address or MAC "
                              "address") from None
     if isinstance(v, bool) or not isinstance(v, int):

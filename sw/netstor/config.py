@@ -36,11 +36,13 @@ Offloads add their own top-level sections, named after the offload (an offload's
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 
 import yaml
 
+from netstor.driver.tables import TableFullError
 from netstor.offloads import offloads
 
 __all__ = ["load_config", "apply_config", "register_section", "sections", "ConfigError"]
@@ -61,32 +63,83 @@ def register_section(name, handler):
     _SECTIONS[name] = handler
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a mapping with the same key twice (PyYAML keeps the
+    last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)
+            seen = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:       # unhashable key: the base class reports it
+                    continue
+                if first is not key_node:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        f"duplicate key {key!r} (first given on line "
+                        f"{first.start_mark.line + 1})",
+                        key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def _unique_pairs(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ConfigError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
 def load_config(source):
-    """A configuration dict from a dict, a ``.yaml``/``.yml``/``.toml``/``.json`` path."""
+    """A configuration dict from a dict, a ``.yaml``/``.yml``/``.toml``/``.json`` path.
+    Anything else at the top level (a list, a number, a document that is not a mapping) is a
+    :class:`ConfigError`; so is a key given twice in one mapping."""
     if isinstance(source, dict):
         return source
+    if not isinstance(source, (str, os.PathLike)):
+        raise ConfigError(f"the top level of a configuration must be a mapping, got "
+                          f"{type(source).__name__}")
     path = Path(source)
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise ConfigError(f"configuration file {path} not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"configuration file {path}: {e.strerror or e}") from None
     try:
         if path.suffix == ".toml":
             cfg = tomllib.loads(text)
         elif path.suffix == ".json":
-            cfg = json.loads(text)
+            cfg = json.loads(text, object_pairs_hook=_unique_pairs)
         elif path.suffix in (".yaml", ".yml"):
-            cfg = yaml.safe_load(text)
+            cfg = yaml.load(text, Loader=_UniqueKeyLoader)
         else:
             raise ConfigError(f"{path}: unknown configuration format {path.suffix!r} "
                               "(use .yaml, .yml, .toml or .json)")
-    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: {e}") from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}{at}: {e.problem or e.context}") from None
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError, ConfigError,
+            RecursionError) as e:
+        raise ConfigError(f"{path}: {str(e).splitlines()[0] if str(e) else repr(e)}") from None
     if cfg is None:
         cfg = {}
     if not isinstance(cfg, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping")
+        raise ConfigError(f"{path}: the top level must be a mapping, got {type(cfg).__name__}")
     return cfg
+
+
+def _section(cfg, name):
+    """Top-level section ``name`` as a mapping: absent or empty (``tables:``) is {}, anything
+    else that is not a mapping (``tables: 0``, a list) is an error."""
+    v = cfg.get(name)
+    return {} if v is None else _mapping(name, v)
 
 
 def _mapping(where, v):
@@ -96,10 +149,14 @@ def _mapping(where, v):
 
 
 def _int_key(where, k):
-    try:
-        return int(k, 0) if isinstance(k, str) else int(k)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: {k!r} is not an integer") from None
+    if isinstance(k, str):
+        try:
+            return int(k, 0)
+        except ValueError:
+            pass
+    elif isinstance(k, int) and not isinstance(k, bool):
+        return k
+    raise ConfigError(f"{where}: {k!r} is not an integer")
 
 
 def _entry_match(table, e, where):
@@ -161,6 +218,8 @@ def _apply_table(dev, name, spec, where):
                           priority=e["priority"])
             else:
                 table.add(e["prefix"], e["action"], e.get("params") or {})
+        except TableFullError as err:
+            raise ConfigError(f"{w}: {err}") from None
         except (KeyError, ValueError, TypeError) as err:
             raise ConfigError(f"{w}: {err.args[0] if err.args else err}") from None
 
@@ -188,13 +247,13 @@ def apply_config(dev, config, *, dry_run=False):
     summary = {"registers": 0, "tables": 0, "entries": 0, "banks": 0, "mcast": 0, "writes": 0}
     try:
         with dev.batch():
-            for name, v in _mapping("registers", cfg.get("registers") or {}).items():
+            for name, v in _section(cfg, "registers").items():
                 try:
                     dev.reg_write(name, v)
                 except (KeyError, ValueError, TypeError) as e:
                     raise ConfigError(f"registers.{name}: {e.args[0]}") from None
                 summary["registers"] += 1
-            for name, spec in _mapping("tables", cfg.get("tables") or {}).items():
+            for name, spec in _section(cfg, "tables").items():
                 where = f"tables.{name}"
                 try:
                     _apply_table(dev, name, spec, where)
@@ -204,19 +263,21 @@ def apply_config(dev, config, *, dry_run=False):
                     raise ConfigError(f"{where}: {e.args[0]}") from None
                 summary["tables"] += 1
                 summary["entries"] += len(spec.get("entries", []))
-            for name, cells in _mapping("banks", cfg.get("banks") or {}).items():
+            for name, cells in _section(cfg, "banks").items():
                 for idx, v in _mapping(f"banks.{name}", cells).items():
+                    index = _int_key(f"banks.{name}", idx)
                     try:
-                        dev.bank(name).write(_int_key(f"banks.{name}", idx), v)
+                        dev.bank(name).write(index, v)
                     except (KeyError, ValueError, TypeError) as e:
                         raise ConfigError(f"banks.{name}[{idx}]: {e.args[0]}") from None
                     summary["banks"] += 1
-            for g, members in _mapping("mcast", cfg.get("mcast") or {}).items():
+            for g, members in _section(cfg, "mcast").items():
                 where = f"mcast.{g}"
                 if not isinstance(members, list):
                     raise ConfigError(f"{where}: expected a list of [port, rid]")
+                group = _int_key(where, g)
                 try:
-                    dev.mcast_set(_int_key(where, g), members)
+                    dev.mcast_set(group, members)
                 except (KeyError, ValueError, TypeError) as e:
                     raise ConfigError(f"{where}: {e.args[0]}") from None
                 summary["mcast"] += 1
@@ -228,6 +289,8 @@ def apply_config(dev, config, *, dry_run=False):
                 raise _DryRun
     except _DryRun:
         pass
+    except TableFullError as e:     # an offload section's entries that do not fit
+        raise ConfigError(str(e)) from None
     return summary
 
 

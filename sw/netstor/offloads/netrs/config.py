@@ -100,6 +100,8 @@ def _map(where, v, need=(), allowed=()):
 
 
 def _int(where, v, lo, hi):
+    if isinstance(v, float):        # int() would truncate 2.7 to 2
+        raise _err(where, f"{v!r} is not an integer")
     try:
         x = int(v, 0) if isinstance(v, str) else int(v)
     except (TypeError, ValueError):
