@@ -23,8 +23,11 @@ Commands::
 
 MATCH: exact tables take the key (``1`` or ``10.0.0.1,53`` for several parts), ternary tables
 the value (with ``--mask`` and ``--priority``; ``get``/``delete``/``modify`` take the
-priority), LPM tables a prefix ``10.0.0.0/8``. Exit status: 0 ok, 1 error (message on stderr),
-2 usage error.
+priority), LPM tables a prefix ``10.0.0.0/8``. Exit status: 0 ok, 1 error (one line on
+stderr: a device, table or file that says no), 2 usage error (one line naming the bad argument
+or value; argparse's own also print the usage). No input prints a traceback: an unexpected
+exception is reported on one line as an internal error (``NETSTOR_DEBUG=1`` shows the
+traceback).
 """
 
 from __future__ import annotations
@@ -35,12 +38,53 @@ import os
 import sys
 import time
 
-__all__ = ["main"]
+__all__ = ["main", "UsageError"]
 
 
-def _err(msg):
+class UsageError(ValueError):
+    """A bad argument or value on the command line (exit status 2)."""
+
+
+def _err(msg, status=1):
     print(f"netstor: error: {msg}", file=sys.stderr)
-    return 1
+    return status
+
+
+def _int0(text):
+    return int(text, 0)
+
+
+_int0.__name__ = "integer"      # argparse names the type in its message
+
+
+def _count(text):
+    v = _int0(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"count {text!r} must be >= 1")
+    return v
+
+
+def _nonneg(text):
+    v = _int0(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return v
+
+
+def _positive_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number > 0")
+    return v
+
+
+def _no_more(args, what, n):
+    """At most ``n`` words in ``args.rest`` for ``what``."""
+    if len(args.rest) > n:
+        raise UsageError(f"{what}: unexpected argument(s) {' '.join(args.rest[n:])!r}")
 
 
 def _open(args):
@@ -61,7 +105,7 @@ def _params(pairs):
     out = {}
     for p in pairs:
         if "=" not in p:
-            raise ValueError(f"action parameter {p!r} must be NAME=VALUE")
+            raise UsageError(f"action parameter {p!r} must be NAME=VALUE")
         k, v = p.split("=", 1)
         out[k] = v
     return out
@@ -127,6 +171,25 @@ def cmd_schema(args, dev):
     print(f"\ncounters: {len(s['counters'])} (netstor counters)")
 
 
+def _check_table_args(args):
+    """Usage errors of ``table`` found before the device is opened."""
+    if args.op in ("list",) and (args.name is not None or args.rest):
+        raise UsageError(f"table list takes no arguments")
+    if args.op != "list" and args.name is None:
+        raise UsageError(f"table {args.op} needs a table name")
+    need = {"get": 1, "delete": 1, "add": 2, "modify": 2}.get(args.op, 0)
+    if len(args.rest) < need:
+        raise UsageError(f"table {args.op} {args.name} needs "
+                         + {1: "MATCH", 2: "MATCH ACTION [NAME=VALUE ...]"}[need])
+    if args.op in ("dump", "clear"):
+        _no_more(args, f"table {args.op} {args.name}", 0)
+    if args.op in ("get", "delete"):
+        _no_more(args, f"table {args.op} {args.name} MATCH", 1)
+    if args.op != "add" and (args.mask is not None or args.priority is not None):
+        raise UsageError(f"--mask/--priority are for 'table add' on a ternary table (table "
+                         f"{args.op} on a ternary table takes the priority as MATCH)")
+
+
 def cmd_table(args, dev):
     if args.op == "list":
         rows = []
@@ -138,8 +201,6 @@ def cmd_table(args, dev):
         else:
             _print_rows(rows, ["table", "kind", "size", "used"])
         return
-    if args.name is None:
-        raise ValueError(f"table {args.op} needs a table name")
     t = dev.table(args.name)
     if args.op == "dump":
         entries = t.dump()
@@ -162,9 +223,12 @@ def cmd_table(args, dev):
         match, action, params = args.rest[0], args.rest[1], _params(args.rest[2:])
         if args.op == "add":
             kw = {}
+            if t.kind != "ternary" and (args.mask is not None or args.priority is not None):
+                raise UsageError(f"table {t.name} is {t.kind}: --mask/--priority are only "
+                                 "for ternary tables")
             if t.kind == "ternary":
                 if args.mask is None or args.priority is None:
-                    raise ValueError(f"table {t.name} is ternary: give --mask and --priority")
+                    raise UsageError(f"table {t.name} is ternary: give --mask and --priority")
                 mk = args.mask.split(",")
                 kw = {"mask": mk if len(mk) > 1 else mk[0], "priority": args.priority}
                 m = args.rest[0].split(",")
@@ -190,6 +254,17 @@ def cmd_table(args, dev):
               " ".join(f"{k}={v}" for k, v in d["params"].items()))
 
 
+def _check_reg_args(args):
+    if args.op == "list" and (args.name is not None or args.value is not None):
+        raise UsageError("reg list takes no arguments")
+    if args.op in ("get", "set") and args.name is None:
+        raise UsageError(f"reg {args.op} needs a register name")
+    if args.op == "get" and args.value is not None:
+        raise UsageError(f"reg get {args.name}: unexpected argument {args.value!r}")
+    if args.op == "set" and args.value is None:
+        raise UsageError(f"reg set {args.name} needs a VALUE")
+
+
 def cmd_reg(args, dev):
     if args.op == "list":
         regs = dev.registers()
@@ -203,6 +278,34 @@ def cmd_reg(args, dev):
     elif args.op == "set":
         dev.reg_write(args.name, args.value)
         print(f"{args.name} = {dev.reg_read(args.name)}")
+
+
+def _check_bank_args(args):
+    """``bank read B INDEX [COUNT]`` (COUNT positional as documented, or ``--count``),
+    ``bank write B INDEX VALUE``, ``bank clear B``."""
+    if args.op == "read":
+        if args.value is not None:
+            try:
+                n = _count(args.value)
+            except (ValueError, argparse.ArgumentTypeError) as e:
+                raise UsageError(f"bank read: COUNT {args.value!r} is not an integer >= 1"
+                                 if isinstance(e, ValueError) else f"bank read: {e}") from None
+            if args.count is not None and args.count != n:
+                raise UsageError(f"bank read: COUNT {args.value} and --count {args.count} "
+                                 "disagree")
+            args.count = n
+        elif args.count is None:
+            args.count = 1
+    else:
+        if args.count is not None:
+            raise UsageError(f"--count is for 'bank read', not 'bank {args.op}'")
+    if args.op == "write":
+        if args.index is None or args.value is None:
+            raise UsageError(f"bank write {args.name} needs INDEX VALUE")
+    if args.op == "clear" and (args.index is not None or args.value is not None):
+        raise UsageError(f"bank clear {args.name} takes no INDEX or VALUE")
+    if args.index is None:
+        args.index = 0
 
 
 def cmd_bank(args, dev):
@@ -257,6 +360,40 @@ def cmd_counters(args, dev):
         time.sleep(args.interval)
 
 
+def _members(words):
+    members = []
+    for m in words:
+        p, _, r = m.partition(":")
+        try:
+            members.append((int(p, 0), int(r or "0", 0)))
+        except ValueError:
+            raise UsageError(f"mcast member {m!r} is not PORT:RID (integers)") from None
+    return members
+
+
+def _check_mcast_args(args):
+    if args.op == "list" and (args.group is not None or args.members):
+        raise UsageError("mcast list takes no arguments")
+    if args.op != "list" and args.group is None:
+        raise UsageError(f"mcast {args.op} needs a group number")
+    if args.op in ("get", "clear") and args.members:
+        raise UsageError(f"mcast {args.op} {args.group}: unexpected argument(s) "
+                         f"{' '.join(args.members)!r}")
+    if args.op == "set":
+        _members(args.members)
+
+
+def _check_counters_args(args):
+    if (args.interval != 1.0 or args.count) and not args.watch:
+        raise UsageError("--interval and --count are for --watch")
+    if args.clear and args.watch:
+        raise UsageError("--clear and --watch do not go together")
+
+
+_CHECKS = {"table": _check_table_args, "reg": _check_reg_args, "bank": _check_bank_args,
+           "mcast": _check_mcast_args, "counters": _check_counters_args}
+
+
 def cmd_mcast(args, dev):
     if args.op == "list":
         groups = dev.mcast_dump()
@@ -266,14 +403,8 @@ def cmd_mcast(args, dev):
             _print_rows([[g, " ".join(f"{p}:{r}" for p, r in m)] for g, m in groups.items()],
                         ["group", "port:rid"])
         return
-    if args.group is None:
-        raise ValueError(f"mcast {args.op} needs a group number")
     if args.op == "set":
-        members = []
-        for m in args.members:
-            p, _, r = m.partition(":")
-            members.append((int(p, 0), int(r or "0", 0)))
-        dev.mcast_set(args.group, members)
+        dev.mcast_set(args.group, _members(args.members))
     elif args.op == "clear":
         dev.mcast_set(args.group, [])
     m = dev.mcast_get(args.group)
@@ -331,7 +462,7 @@ def _parser():
     p.add_argument("name", nargs="?")
     p.add_argument("rest", nargs="*")
     p.add_argument("--mask")
-    p.add_argument("--priority", type=int)
+    p.add_argument("--priority", type=_nonneg)
     p = sub.add_parser("reg")
     p.add_argument("op", choices=["list", "get", "set"])
     p.add_argument("name", nargs="?")
@@ -339,19 +470,19 @@ def _parser():
     p = sub.add_parser("bank")
     p.add_argument("op", choices=["read", "write", "clear"])
     p.add_argument("name")
-    p.add_argument("index", type=lambda s: int(s, 0), nargs="?", default=0)
-    p.add_argument("value", nargs="?")
-    p.add_argument("--count", type=int, default=1)
+    p.add_argument("index", type=_nonneg, nargs="?")
+    p.add_argument("value", nargs="?", help="write: the value; read: COUNT (default 1)")
+    p.add_argument("--count", type=_count, default=None, help="read: how many cells")
     p = sub.add_parser("counters")
     p.add_argument("prefix", nargs="?")
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
-    p.add_argument("--interval", type=float, default=1.0)
-    p.add_argument("--count", type=int, default=0, help="stop after N refreshes")
+    p.add_argument("--interval", type=_positive_float, default=1.0)
+    p.add_argument("--count", type=_nonneg, default=0, help="stop after N refreshes")
     p.add_argument("--nonzero", action="store_true", help="hide counters that are 0")
     p.add_argument("--clear", action="store_true")
     p = sub.add_parser("mcast")
     p.add_argument("op", choices=["list", "get", "set", "clear"])
-    p.add_argument("group", type=int, nargs="?")
+    p.add_argument("group", type=_nonneg, nargs="?")
     p.add_argument("members", nargs="*")
     p = sub.add_parser("apply")
     p.add_argument("config")
@@ -381,24 +512,41 @@ def main(argv=None):
             from netstor.controller import main as run
         else:
             from netstor.testbed.switch import main as run
-        return run(argv[argv.index(known.cmd) + 1:])
+        try:
+            return run(argv[argv.index(known.cmd) + 1:])
+        except KeyboardInterrupt:
+            return 130
+        except Exception as e:          # the daemon's own errors are its to report; a bug
+            return _internal(e)         # still gets one line
     args = _parser().parse_args(argv)
+    from netstor.api import TableFullError
     try:
         if args.cmd == "serve-model":
             return cmd_serve_model(args) or 0
+        check = _CHECKS.get(args.cmd)
+        if check is not None:
+            check(args)
         dev = _open(args)
         try:
-            handler = globals()["cmd_" + args.cmd]
-            if args.cmd in ("table", "reg") and args.op in ("get", "set") and args.name is None:
-                raise ValueError(f"{args.cmd} {args.op} needs a name")
-            handler(args, dev)
+            globals()["cmd_" + args.cmd](args, dev)
         finally:
             dev.close()
     except KeyboardInterrupt:
         return 130
-    except (KeyError, ValueError, TypeError, OSError, RuntimeError) as e:
+    except UsageError as e:
+        return _err(e, 2)
+    except (KeyError, ValueError, TypeError, OSError, RuntimeError, TableFullError) as e:
         return _err(e.args[0] if isinstance(e, KeyError) and e.args else e)
+    except Exception as e:              # a bug: one line, the traceback only when asked
+        return _internal(e)
     return 0
+
+
+def _internal(e):
+    if os.environ.get("NETSTOR_DEBUG"):
+        raise e
+    return _err(f"internal error: {type(e).__name__}: {e} (NETSTOR_DEBUG=1 shows the "
+                "traceback)")
 
 
 if __name__ == "__main__":
