@@ -22,12 +22,31 @@ request, and the reply goes back behind the codec's reply header, which carries 
 load (the queue a new request would wait in) and the request's service time. BUSY and
 BAD_REQUEST answers carry it too (service time 0).
 
+Exposure (who may talk to it): the server binds ``--bind`` (default 127.0.0.1: nothing
+off this host reaches it; the test bed and a deployment give the storage network's address)
+and, with ``--allow PREFIX ...``, serves only sources inside those IPv4 prefixes: datagrams
+from elsewhere are dropped unanswered and counted (``not_allowed``). The protocol has no
+authentication, and UDP source addresses can be forged, so the allow-list limits *who can be
+made to receive replies*, not who can send requests. Replies are not bounded by the request's
+size: a 32-byte GET of a 1,440-byte value returns 1,472 bytes (46x), which is the service
+(a GET cannot be answered in fewer bytes than its value). What keeps the server from being a
+reflector is therefore where it is reachable from: loopback by default, and outside the test
+bed a storage-network address plus ``--allow`` for the clients' prefixes. A non-loopback bind
+without ``--allow`` starts with a warning. Answers the server makes on its own (BAD_REQUEST,
+BUSY) are never longer than the request (an offload's reply header may add a few bytes).
+
+Bad datagrams (malformed, not for an offload, not allowed) are counted in :meth:`stats`
+and in the heartbeat's ``counters``, each one logged at DEBUG, and summarised at WARNING at
+most once a minute (how many of each kind since the last summary, and the last source and
+reason).
+
 The same code serves tests in-process through :class:`Server`.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import os
@@ -56,6 +75,35 @@ _KEY = struct.Struct("!Q")
 _PEEK = struct.Struct("!HB")
 _RECV_BUF = 65535
 _STOP = None
+_BAD_LOG_EVERY_S = 60.0
+# the heartbeat's "counters": at most this many integers (the controller keeps what it is sent)
+HEARTBEAT_COUNTERS_MAX = 32
+_HEARTBEAT_COUNTERS = ("received", "served", "ok", "not_found", "busy", "bad_request",
+                       "dropped", "not_allowed", "storage_errors", "send_errors",
+                       "heartbeat_failures")
+
+
+def parse_prefixes(prefixes):
+    """IPv4 prefixes (``"10.0.0.0/8"``, ``"10.1.2.3"`` = /32, or ``ip_network`` objects) as
+    a tuple of :class:`ipaddress.IPv4Network`; a ValueError names a bad one."""
+    out = []
+    for p in prefixes:
+        try:
+            net = p if isinstance(p, ipaddress.IPv4Network) else \
+                ipaddress.IPv4Network(str(p).strip(), strict=False)
+        except (ValueError, TypeError):
+            raise ValueError(f"allow prefix {p!r} is not an IPv4 address or prefix "
+                             "(e.g. 10.0.0.0/8)") from None
+        out.append(net)
+    return tuple(out)
+
+
+def _check_port(what, port, none_ok=False):
+    if port is None and none_ok:
+        return None
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 0xFFFF:
+        raise ValueError(f"{what} must be a UDP port 0..65535, got {port!r}")
+    return port
 
 
 def codecs():
@@ -70,22 +118,25 @@ class Server:
     Counters (:meth:`stats`): ``received`` datagrams; ``served`` requests answered by a
     worker (any status); ``ok``, ``not_found``; ``busy`` (BUSY replies);
     ``bad_request`` (malformed but answered); ``dropped`` (malformed, not answerable);
+    ``not_allowed`` (from a source outside ``allow``, dropped unanswered; not in ``errors``);
     ``storage_errors`` (ERROR replies); ``send_errors``; ``by_op``; ``errors`` =
     storage_errors + bad_request + dropped. ``service_ns``: the workers' total service time
     (LMDB work and the modelled delay). ``slow_served``: requests served while a ``fluct``
     service model was in its slow mode. Per offload codec: ``<prefix>_received``,
     ``<prefix>_replies``, ``<prefix>_dropped`` and the codec's own.
 
-    ``<offload>_port`` (a keyword per registered codec, e.g. ``<name>_port=0``):
+    ``bind``: the address of every socket (default 127.0.0.1). ``allow``: None (default:
+    every source is served) or IPv4 prefixes (text or ``IPv4Network``) whose sources alone
+    are served. ``<offload>_port`` (a keyword per registered codec, e.g. ``<name>_port=0``):
     None (default) = no socket for that offload; 0 = any free port; else that port
     (:meth:`offload_address` is the bound address); ``<offload>_optional=True``: a port that
     cannot be bound turns the offload off instead of failing.
     """
 
-    def __init__(self, db, bind="0.0.0.0", port=STORAGE_UDP_PORT, workers=4, server_id=0,
+    def __init__(self, db, bind="127.0.0.1", port=STORAGE_UDP_PORT, workers=4, server_id=0,
                  queue_limit=1024, service_model="none", seed=None, controller=None,
                  heartbeat_interval=1.0, sync=True, map_size=1 << 30, advertise=None,
-                 **offload_ports):
+                 allow=None, **offload_ports):
         if not isinstance(server_id, int) or not 0 <= server_id <= 0xFFFF:
             raise ValueError(f"server_id must be a 16-bit unsigned integer, got {server_id!r}")
         if not isinstance(workers, int) or workers < 1:
@@ -94,8 +145,15 @@ class Server:
             raise ValueError(f"queue_limit must be >= 0, got {queue_limit!r}")
         if controller is not None and not heartbeat_interval > 0:
             raise ValueError(f"heartbeat_interval must be > 0, got {heartbeat_interval!r}")
+        if isinstance(map_size, bool) or not isinstance(map_size, int) or map_size < 1:
+            raise ValueError(f"map_size must be a positive number of bytes, got {map_size!r}")
+        _check_port("port", port)
         self.db_path = os.fspath(db)
-        self.bind, self.port = bind, int(port)
+        self.bind, self.port = bind, port
+        # the allow-list: None = every source; else (network int, mask int) pairs
+        self.allow = None if allow is None else parse_prefixes(allow)
+        self._allow = None if self.allow is None else tuple(
+            (int(n.network_address), int(n.netmask)) for n in self.allow)
         self.workers, self.server_id, self.queue_limit = workers, server_id, queue_limit
         self.model = servicetime.parse(service_model, seed=seed)
         self.controller = controller.rstrip("/") if controller else None
@@ -107,7 +165,8 @@ class Server:
             port = offload_ports.pop(f"{codec.name}_port", None)
             optional = bool(offload_ports.pop(f"{codec.name}_optional", False))
             if port is not None:
-                self.codecs[codec.name] = (codec, int(port), optional)
+                self.codecs[codec.name] = (codec, _check_port(f"{codec.name}_port", port),
+                                           optional)
         if offload_ports:
             raise TypeError(f"unknown argument(s) {sorted(offload_ports)} (offload ports: "
                             f"{[c.name + '_port' for c in codecs()]})")
@@ -122,8 +181,12 @@ class Server:
         self._stop = threading.Event()
         self._started_at = None
         self._c = dict(received=0, served=0, ok=0, not_found=0, busy=0, bad_request=0,
-                       dropped=0, storage_errors=0, send_errors=0, heartbeats_sent=0,
-                       heartbeat_failures=0, service_ns=0, slow_served=0)
+                       dropped=0, not_allowed=0, storage_errors=0, send_errors=0,
+                       heartbeats_sent=0, heartbeat_failures=0, service_ns=0, slow_served=0)
+        # bad datagrams since the last WARNING summary: kind -> count, and the last one seen
+        self._bad_since = {}
+        self._bad_last = None
+        self._bad_logged_at = None
         for codec in codecs():
             for name in (f"{codec.prefix}_received", f"{codec.prefix}_replies",
                          f"{codec.prefix}_dropped", *codec.extra_counters):
@@ -299,13 +362,41 @@ class Server:
                 ql = self._pending
             self._send(req.reply(Status.BAD_REQUEST, server_id=self.server_id,
                                  queue_len=min(ql, 0xFFFF)), addr, via, queued=False)
-            log.debug("BAD_REQUEST to %s: %s", addr, why)
+            self._note_bad("bad_request", addr, why)
         else:
             self._count("dropped")
-            log.debug("dropped datagram from %s: %s", addr, why)
+            self._note_bad("dropped", addr, why)
+
+    def _note_bad(self, kind, addr, why):
+        """A bad datagram (already counted): DEBUG each, and a WARNING summary of what came
+        since the last one, at most once every minute."""
+        log.debug("%s: datagram from %s: %s", kind, addr, why)
+        now = time.monotonic()
+        with self._lock:
+            self._bad_since[kind] = self._bad_since.get(kind, 0) + 1
+            self._bad_last = (addr, why)
+            if self._bad_logged_at is not None and \
+                    now - self._bad_logged_at < _BAD_LOG_EVERY_S:
+                return
+            since, last = self._bad_since, self._bad_last
+            self._bad_since, self._bad_logged_at = {}, now
+        log.warning("bad datagrams (%s) in the last %.0f s; last from %s:%s: %s; counted in "
+                    "the stats and the heartbeat; each at DEBUG",
+                    ", ".join(f"{k} {v}" for k, v in sorted(since.items())),
+                    _BAD_LOG_EVERY_S, last[0][0], last[0][1], last[1])
+
+    def allowed(self, ip):
+        """Whether source address ``ip`` (dotted text) may be served."""
+        if self._allow is None:
+            return True
+        try:
+            a = int(ipaddress.IPv4Address(ip))
+        except ValueError:
+            return False
+        return any(a & mask == net for net, mask in self._allow)
 
     def _receiver(self, sock, codec):
-        q, lock, c = self._q, self._lock, self._c
+        q, lock, c, allow = self._q, self._lock, self._c, self._allow
         while not self._stop.is_set():
             try:
                 data, addr = sock.recvfrom(_RECV_BUF)
@@ -324,14 +415,18 @@ class Server:
                     c["received"] += 1
                     if codec is not None:
                         c[f"{codec.prefix}_received"] += 1
+                if allow is not None and not self.allowed(addr[0]):
+                    with lock:
+                        c["not_allowed"] += 1
+                    self._note_bad("not_allowed", addr, "source outside --allow")
+                    continue
                 if codec is not None:
                     split = codec.split_request(data)
                     if split is None:
                         with lock:
                             c["dropped"] += 1
                             c[f"{codec.prefix}_dropped"] += 1
-                        log.debug("dropped a datagram from %s: not a %s request", addr,
-                                  codec.name)
+                        self._note_bad("dropped", addr, f"not a {codec.name} request")
                         continue
                     head, data = split
                     via = (codec, head)
@@ -433,7 +528,17 @@ class Server:
         addr, port = self.address
         return {"server_id": self.server_id, "addr": self.advertise or addr, "port": port,
                 "queue_len": s["queue_len"], "served": s["served"], "errors": s["errors"],
-                "uptime_s": round(s["uptime_s"], 3)}
+                "uptime_s": round(s["uptime_s"], 3), "counters": self.heartbeat_counters(s)}
+
+    def heartbeat_counters(self, s=None):
+        """The heartbeat's ``counters``: the served/bad/dropped datagram counters and the
+        offload codecs' (at most :data:`HEARTBEAT_COUNTERS_MAX` names, integers only)."""
+        s = self.stats() if s is None else s
+        names = list(_HEARTBEAT_COUNTERS)
+        for codec, _, _ in self.codecs.values():
+            names += [f"{codec.prefix}_received", f"{codec.prefix}_replies",
+                      f"{codec.prefix}_dropped", *codec.extra_counters]
+        return {n: int(s[n]) for n in names[:HEARTBEAT_COUNTERS_MAX] if n in s}
 
     def _heartbeat(self):
         url = self.controller + "/api/v1/heartbeat"
@@ -461,25 +566,69 @@ class Server:
                                 "most once a minute", url, e, self.heartbeat_interval)
 
 
+def _int(text):
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
 def _u16(text):
-    v = int(text, 0)
+    v = _int(text)
     if not 0 <= v <= 0xFFFF:
         raise argparse.ArgumentTypeError(f"{text} is not a 16-bit unsigned integer")
     return v
 
 
+def _port(text):
+    v = _int(text)
+    if not 0 <= v <= 0xFFFF:
+        raise argparse.ArgumentTypeError(f"port {text} is out of range 0..65535")
+    return v
+
+
 def _positive_int(text):
-    v = int(text)
+    v = _int(text)
     if v < 1:
         raise argparse.ArgumentTypeError(f"{text} must be >= 1")
     return v
 
 
 def _nonneg_int(text):
-    v = int(text)
+    v = _int(text)
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text} must be >= 0")
     return v
+
+
+def _positive_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a number > 0")
+    return v
+
+
+def _ipv4(text):
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
+
+
+def _prefix(text):
+    try:
+        return parse_prefixes([text])[0]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _url(text):
+    if not text.startswith(("http://", "https://")) or len(text) <= len("https://"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL")
+    return text
 
 
 def _service_model(text):
@@ -493,9 +642,13 @@ def _service_model(text):
 def build_parser():
     p = argparse.ArgumentParser(prog="netstor-server",
                                 description="netstor UDP storage server in front of LMDB")
-    p.add_argument("--bind", default="0.0.0.0", metavar="ADDR",
-                   help="address to bind (default 0.0.0.0)")
-    p.add_argument("--port", type=int, default=STORAGE_UDP_PORT,
+    p.add_argument("--bind", type=_ipv4, default="127.0.0.1", metavar="ADDR",
+                   help="IPv4 address to bind (default 127.0.0.1: this host only; give the "
+                        "storage network's address to serve other hosts)")
+    p.add_argument("--allow", type=_prefix, action="append", default=None, metavar="PREFIX",
+                   help="serve only sources in this IPv4 prefix (repeatable; default: every "
+                        "source that reaches --bind); others are dropped and counted")
+    p.add_argument("--port", type=_port, default=STORAGE_UDP_PORT,
                    help=f"UDP port (default {STORAGE_UDP_PORT}; 0 = any free port)")
     p.add_argument("--db", required=True, metavar="DIR", help="LMDB environment directory")
     p.add_argument("--workers", type=_positive_int, default=4, metavar="N",
@@ -506,20 +659,20 @@ def build_parser():
                    help="requests waiting beyond this get BUSY at once (default 1024)")
     p.add_argument("--service-model", type=_service_model, default="none", metavar="SPEC",
                    help=f"extra service time: {servicetime.SPEC_HELP} (default none)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the service-model RNG")
-    p.add_argument("--controller", default=None, metavar="URL",
+    p.add_argument("--seed", type=_int, default=None, help="seed of the service-model RNG")
+    p.add_argument("--controller", type=_url, default=None, metavar="URL",
                    help="POST heartbeats to URL/api/v1/heartbeat")
-    p.add_argument("--heartbeat-interval", type=float, default=1.0, metavar="S",
+    p.add_argument("--heartbeat-interval", type=_positive_float, default=1.0, metavar="S",
                    help="seconds between heartbeats (default 1.0)")
     for codec in codecs():
-        p.add_argument(f"--{codec.name}-port", type=int, default=None, metavar="PORT",
+        p.add_argument(f"--{codec.name}-port", type=_port, default=None, metavar="PORT",
                        help=f"UDP port for {codec.name} requests (default "
                             f"{codec.default_port}; 0 = {codec.name} off)")
-    p.add_argument("--advertise", default=None, metavar="ADDR",
+    p.add_argument("--advertise", type=_ipv4, default=None, metavar="ADDR",
                    help="address reported in heartbeats (default: the bound address)")
     p.add_argument("--no-sync", action="store_true",
                    help="do not fsync LMDB commits (faster, not durable on power loss)")
-    p.add_argument("--map-size", type=int, default=1 << 30, metavar="BYTES",
+    p.add_argument("--map-size", type=_positive_int, default=1 << 30, metavar="BYTES",
                    help="LMDB map size (default 1 GiB)")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -530,8 +683,6 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="netstor-server %(levelname)s %(message)s")
-    if args.controller is not None and not args.heartbeat_interval > 0:
-        build_parser().error("--heartbeat-interval must be > 0")
     ports = {}
     for codec in codecs():      # the default port is optional, an explicit one is not
         port = getattr(args, f"{codec.name}_port")
@@ -541,7 +692,7 @@ def main(argv=None):
                  server_id=args.server_id, queue_limit=args.queue_limit,
                  service_model=args.service_model, seed=args.seed, controller=args.controller,
                  heartbeat_interval=args.heartbeat_interval, sync=not args.no_sync,
-                 map_size=args.map_size, advertise=args.advertise, **ports)
+                 map_size=args.map_size, advertise=args.advertise, allow=args.allow, **ports)
     stop = threading.Event()
 
     def on_signal(signum, _frame):
@@ -551,9 +702,14 @@ def main(argv=None):
     signal.signal(signal.SIGINT, on_signal)
     try:
         srv.start()
-    except (OSError, lmdb.Error) as e:
+    except (OSError, lmdb.Error, OverflowError) as e:
         print(f"netstor-server: cannot start: {e}", file=sys.stderr)
         return 1
+    if args.allow is None and not ipaddress.IPv4Address(args.bind).is_loopback:
+        log.warning("bound to %s with no --allow: every source that reaches it is served, and "
+                    "a GET's reply can be ~46x its request (a reflector if untrusted hosts "
+                    "can reach %s); give --allow PREFIX for the clients' networks",
+                    args.bind, args.bind)
     addr, port = srv.address
     for name in srv.offload_socks:
         log.info("%s requests on %s:%d", name, *srv.offload_address(name))

@@ -281,8 +281,11 @@ def test_heartbeat_posts(tmp_path):
         with Server(tmp_path / "db", bind=LOOP, port=0, server_id=9, sync=False,
                     controller=url, heartbeat_interval=0.1) as srv:
             Client(srv.address).put(1, b"x")
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as junk:
+                junk.sendto(b"junk", srv.address)          # not our magic: dropped
             end = time.monotonic() + 5
-            while len(posts) < 3 and time.monotonic() < end:
+            while (len(posts) < 3 or posts[-1][1]["counters"]["dropped"] < 1) and \
+                    time.monotonic() < end:
                 time.sleep(0.05)
             port = srv.address[1]
     finally:
@@ -292,9 +295,13 @@ def test_heartbeat_posts(tmp_path):
     path, hb = posts[-1]
     assert path == "/api/v1/heartbeat"
     assert set(hb) == {"server_id", "addr", "port", "queue_len", "served", "errors",
-                       "uptime_s"}
+                       "uptime_s", "counters"}
     assert (hb["server_id"], hb["addr"], hb["port"]) == (9, LOOP, port)
-    assert hb["served"] == 1 and hb["errors"] == 0 and hb["uptime_s"] > 0
+    assert hb["served"] == 1 and hb["errors"] == 1 and hb["uptime_s"] > 0
+    c = hb["counters"]
+    assert (c["received"], c["served"], c["ok"], c["dropped"], c["bad_request"],
+            c["not_allowed"]) == (2, 1, 1, 1, 0, 0)
+    assert len(c) <= 32 and all(type(v) is int for v in c.values())
 
 
 def test_heartbeat_unreachable_controller_is_not_fatal(tmp_path, caplog):
