@@ -420,6 +420,84 @@ class Device:
         for n in names:
             self.client.counter_clear(n)
 
+    # ---- trust (which packets may update a program's state) -------------------------------------
+    def trust_programs(self):
+        """Names of the programs that have a trust guard (a ``<prog>.trust`` table,
+        :mod:`netstor.elements.trust`)."""
+        return sorted(n[:-len(".trust")] for n in self.table_names if n.endswith(".trust")
+                      and n.count(".") == 1)
+
+    def parse_port(self, port, what="port"):
+        """An ingress port: ``0..P-1`` (wire port, an int or its text) or ``"host0"..
+        "host<P-1>"`` (the host's TX queue of that port). Returns the input number."""
+        P = self.pipeline_view.pipeline.n_ports
+        if isinstance(port, str):
+            t = port.strip().lower()
+            if t.startswith("host") and t[4:].isdigit() and int(t[4:]) < P:
+                return P + int(t[4:])
+            if t.isdigit():
+                port = int(t)
+        if isinstance(port, int) and not isinstance(port, bool) and 0 <= port < P:
+            return port
+        raise ValueError(f"{what}: {port!r} is not a port (wire ports 0..{P - 1}, "
+                         f"host0..host{P - 1})")
+
+    def trust_entries(self, ports, sources=None, request_ports="any"):
+        """The ``(value, mask)`` pairs of a trust table that trusts reports from ``ports``
+        (a list of :meth:`parse_port` values, or ``"any"``) and, when ``sources`` (IPv4
+        prefixes) is given, only from those sources, and requests from ``request_ports``
+        (``"any"``, or a list). Key parts: [report, ingress port, ipv4.src]."""
+        def port_list(v, what):
+            if v == "any":
+                return [None]
+            if not isinstance(v, (list, tuple)):
+                raise ValueError(f"{what}: expected a list of ports or 'any', got {v!r}")
+            out = [self.parse_port(x, f"{what}[{i}]") for i, x in enumerate(v)]
+            if len(set(out)) != len(out):
+                raise ValueError(f"{what}: a port is listed twice")
+            return out
+        nets = [(0, 0)]
+        if sources is not None:
+            if not isinstance(sources, (list, tuple)) or not sources:
+                raise ValueError("trusted_sources: expected a non-empty list of IPv4 "
+                                 "prefixes (leave it out to trust every source)")
+            nets = []
+            for i, src in enumerate(sources):
+                try:
+                    n = ipaddress.IPv4Network(str(src), strict=True)
+                except ValueError as e:
+                    raise ValueError(f"trusted_sources[{i}]: {src!r}: {e}") from None
+                nets.append((int(n.network_address), int(n.netmask)))
+        out = []
+        for p in port_list(ports, "trusted_ports"):
+            for addr, mask in nets:
+                out.append(([1, p or 0, addr], [1, 0 if p is None else 0xF, mask]))
+        for p in port_list(request_ports, "request_ports"):
+            out.append(([0, p or 0, 0], [1, 0 if p is None else 0xF, 0]))
+        return out
+
+    def set_trust(self, program, ports, sources=None, request_ports="any"):
+        """Program ``program``'s trust table (:meth:`trust_entries`): its reports (replies,
+        responses, ...) may update its state only from ``ports`` (and ``sources``), its
+        requests only from ``request_ports``; other packets are dropped and counted in
+        ``<program>.trust.miss``. ``ports=[]`` trusts no report. Replaces what was there."""
+        name = f"{program}.trust"
+        if name not in self.pipeline_view.tables_by_name:
+            raise KeyError(f"program {program!r} has no trust guard; programs with one: "
+                           f"{self.trust_programs()}")
+        table = self.table(name)
+        entries = self.trust_entries(ports, sources, request_ports)
+        if len(entries) > table.desc.size:
+            raise ValueError(f"{len(entries)} trust entries (trusted ports x sources + "
+                             f"request ports) do not fit {name}'s {table.desc.size}")
+        table.dev._sync(name)
+        for prio, (value, mask) in enumerate(entries):
+            table.add(value, "trusted", mask=mask, priority=prio)
+        for prio in range(len(entries), table.desc.size):
+            if table._exists((prio,)):
+                table.delete(prio)
+        return len(entries)
+
     # ---- multicast -----------------------------------------------------------------------------
     def mcast_set(self, group, members):
         """Group ``group`` sends one copy to each ``(port, rid)``; ``[]`` empties it."""

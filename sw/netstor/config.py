@@ -23,10 +23,26 @@ the same structure)::
       prim.cells: {0: 5, 3: 7}
     mcast:                             # group -> [[port, rid], ...]
       1: [[0, 1], [1, 2]]
+    programs:                          # per program: who may update its register state
+      nc:
+        trusted_ports: [1]             # reports (replies...) from these ingress ports only
+        trusted_sources: [10.77.1.0/24]    # optional: and only from these IPv4 prefixes
+        request_ports: any             # optional (default any): where requests may come from
 
 Values are ints or text (``0x..``, dotted IPv4, colon MAC). The whole file is validated (every
 name, key width, parameter, prefix) before anything is written, then applied as one batch:
 a bad file changes nothing. Errors name the place: ``tables.l3.routes.entries[2]: ...``.
+
+``programs.<prog>``: the program's trust guard (:mod:`netstor.elements.trust`), written into
+its ``<prog>.trust`` table. A program's *reports* (what a server or another switch tells the
+data plane: NetClone replies, NetRS responses and monitor packets, every primitives packet)
+may update its register state only when they arrive on a ``trusted_ports`` port (wire ports
+``0..P-1``, ``host0..host<P-1>`` for the host's TX queues, or ``any``) from a
+``trusted_sources`` prefix (default: any source); its requests only from ``request_ports``
+(default ``any``). Everything else of the program is dropped and counted
+(``<prog>.trust.miss``). A program not listed here trusts nothing: the unconfigured data
+plane forwards other traffic but lets no packet write state. ``trusted_ports`` is required
+(``[]``: no report is trusted).
 
 Offloads add their own top-level sections, named after the offload (an offload's
 ``config_section`` hook, :mod:`netstor.offloads`); other code may add sections with
@@ -48,7 +64,8 @@ from netstor.offloads import offloads
 __all__ = ["load_config", "apply_config", "register_section", "sections", "ConfigError"]
 
 _SECTIONS = {}
-_CORE = {"registers", "tables", "banks", "mcast", "device"}
+_CORE = {"registers", "tables", "banks", "mcast", "device", "programs"}
+_TRUST_KEYS = {"trusted_ports", "trusted_sources", "request_ports"}
 
 
 class ConfigError(ValueError):
@@ -244,7 +261,8 @@ def apply_config(dev, config, *, dry_run=False):
     if unknown:
         raise ConfigError(f"unknown section(s) {sorted(unknown)}; known: "
                           f"{sorted(_CORE | set(handlers))}")
-    summary = {"registers": 0, "tables": 0, "entries": 0, "banks": 0, "mcast": 0, "writes": 0}
+    summary = {"registers": 0, "tables": 0, "entries": 0, "banks": 0, "mcast": 0,
+               "programs": 0, "writes": 0}
     try:
         with dev.batch():
             for name, v in _section(cfg, "registers").items():
@@ -281,6 +299,25 @@ def apply_config(dev, config, *, dry_run=False):
                 except (KeyError, ValueError, TypeError) as e:
                     raise ConfigError(f"{where}: {e.args[0]}") from None
                 summary["mcast"] += 1
+            progs = _mapping("programs", cfg.get("programs") or {})
+            for prog, spec in progs.items():
+                where = f"programs.{prog}"
+                spec = _mapping(where, spec)
+                unknown = set(spec) - _TRUST_KEYS
+                if unknown:
+                    raise ConfigError(f"{where}: unknown field(s) {sorted(unknown)} (fields: "
+                                      f"{', '.join(sorted(_TRUST_KEYS))})")
+                if "trusted_ports" not in spec:
+                    raise ConfigError(f"{where}: missing trusted_ports (a list of ports, [] "
+                                      "or 'any')")
+                if f"{prog}.trust" in (cfg.get("tables") or {}):
+                    raise ConfigError(f"{where}: tables.{prog}.trust is set too; use one")
+                try:
+                    dev.set_trust(prog, spec["trusted_ports"], spec.get("trusted_sources"),
+                                  spec.get("request_ports", "any"))
+                except (KeyError, ValueError, TypeError) as e:
+                    raise ConfigError(f"{where}: {e.args[0]}") from None
+                summary["programs"] += 1
             for name, handler in handlers.items():
                 if name in cfg:
                     handler(dev, cfg[name], dry_run)

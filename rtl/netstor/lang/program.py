@@ -180,7 +180,9 @@ class Program:
         self.udp_port = udp_port
         self.header_fields = []      # (name, width) in wire order inside the app window
         self.user_meta = []          # PhvField
-        self.elements = []
+        self._body = []              # ingress elements in program order (see ``elements``)
+        self._tail = []              # the guard's last element, kept after every other one
+        self.trusted = None          # the guard's condition (see :meth:`guard`)
         self.egress_elements = []
         self.banks = []
         self.hdr_type = None         # assigned by Pipeline
@@ -219,15 +221,53 @@ class Program:
         self.banks.append(b)
         return b
 
-    def add(self, element):
-        """Append an ingress element. A program with a UDP port acts on its own packets only:
-        ``selected`` is ANDed into the element's condition (which lets the compiler run the
-        elements of two such programs side by side, :meth:`Pipeline.stages`)."""
+    @property
+    def elements(self):
+        """The ingress elements in program order (the guard's first element first and its
+        last element last, :meth:`guard`)."""
+        return self._body + self._tail
+
+    def _own(self, element):
         element.program = self
         if self.udp_port is not None:
             element.when = element.when & self.selected
-        self.elements.append(element)
+
+    def add(self, element):
+        """Append an ingress element. A program with a UDP port acts on its own packets only:
+        ``selected`` is ANDed into the element's condition (which lets the compiler run the
+        elements of two such programs side by side, :meth:`Pipeline.stages`). Once the
+        program has a guard (:meth:`guard`), an element that updates register banks
+        (:meth:`~netstor.lang.element.Element.banks`) also gets the guard's ``trusted``."""
+        self._own(element)
+        if self.trusted is not None and element.banks():
+            element.when = element.when & self.trusted
+        self._body.append(element)
         return element
+
+    def guard(self, first, trusted, last):
+        """Make the program's register state writable only by trusted packets.
+
+        ``first`` (an element, run before every other element of the program) decides per
+        packet; ``trusted`` (a 1-bit expression over what ``first`` wrote) is ANDed into the
+        condition of every element that updates a register bank, those added before and
+        after this call, so an untrusted packet reads and writes no bank; ``last`` (run after
+        every other element of the program, whatever is added later) disposes of untrusted
+        packets (drops them). :func:`netstor.elements.trust.guard` builds the usual one: a
+        run-time table of trusted ingress ports and source prefixes, empty (nothing trusted)
+        until the configuration fills it. A pipeline built with ``guarded=True`` requires a
+        guard on every program that has register banks."""
+        if self.trusted is not None:
+            raise ValueError(f"program {self.name} already has a guard")
+        if first.banks() or last.banks():
+            raise ValueError(f"program {self.name}: a guard's own elements update no bank")
+        self._own(first)
+        self._own(last)
+        self.trusted = trusted
+        for e in self._body:
+            if e.banks():
+                e.when = e.when & trusted
+        self._body.insert(0, first)
+        self._tail = [last]
 
     def add_egress(self, element):
         if not element.egress_ok:
@@ -264,8 +304,13 @@ def _overlap(xs, ys):
 class Pipeline:
     """The programs of one bitstream, in order, and the PHV they share."""
 
-    def __init__(self, programs, *, n_ports=2, mcast_groups=16, max_recirc=2):
+    def __init__(self, programs, *, n_ports=2, mcast_groups=16, max_recirc=2, guarded=False):
         self.programs = list(programs)
+        if guarded:
+            for p in self.programs:
+                if p.banks and p.trusted is None:
+                    raise ValueError(f"program {p.name} has register banks but no guard "
+                                     "(Program.guard): packets could write its state")
         names = [p.name for p in self.programs]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate program names: {names}")

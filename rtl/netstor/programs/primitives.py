@@ -12,7 +12,10 @@ Storage header ``prim`` (24 bytes, after the UDP header)::
     |            result (32)            |  hops  |  pad   |   bridge_lo   |
     +-----------------------------------+---------------------------------+
 
-Per packet, in order:
+Per packet, in order (after the trust guard, :mod:`netstor.elements.trust`: every packet of
+this program counts as a report, so only packets from the configured ports and sources
+update ``flows`` and ``cells``; an untrusted one is dropped and counted in
+``prim.trust.miss``):
 
 1. ``flow_hash``: CRC-32 of (ipv4.src, ipv4.dst, udp.sport) into ``prim.m.flow`` (10 bits).
 2. ``flow_count``: register bank ``flows`` (1024 x 32): ``flows[flow] += 1``; the new count
@@ -30,6 +33,7 @@ Per packet, in order:
    per multicast copy.
 """
 from netstor.elements import Compute, Hash, RegisterOp, Table
+from netstor.elements.trust import guard
 from netstor.lang import Program, Action, Set, Mux, Const, F
 
 PRIM_UDP_PORT = 0x5EED
@@ -43,6 +47,7 @@ def make_primitives(n_ports=2):
     is_prim = p.meta("is_prim", 1)
     flow = p.meta("flow", 10)
     first = F.meta.recirc_count == 0
+    guard(p)                  # every primitives packet writes state: trusted ports only
 
     p.add(Compute("match", [Set(is_prim, p.selected)]))
     p.add(Hash("flow_hash", flow, [F.ipv4.src, F.ipv4.dst, F.udp.sport], when=is_prim))

@@ -34,6 +34,11 @@ bit 0 of ``fidx``). Table ``nc.servers`` (exact on the server id) -> ``server(ip
 port)`` rewrites the destination address, MACs and output port; a server id missing from
 the table drops the request (the table's miss counter).
 
+Trust (:mod:`netstor.elements.trust`): replies are reports, accepted only from the ports
+(and source prefixes) the configuration names for ``nc``; requests from the request ports
+(default: any port, once configured). An untrusted packet is dropped before it reads or
+writes any bank, counted in ``nc.trust.miss``; the unconfigured data plane trusts nothing.
+
 Per reply: both state copies get ``load[server_id] = load``. A reply of a cloned request
 (``clone != 0``) checks filter bank ``nc.filter`` at ``fidx``: if it holds ``seq``, this is the
 slower response: it is dropped (counted in bank ``nc.filtered``, cell 0) and the slot cleared;
@@ -43,6 +48,7 @@ filtered). Replies are then routed by ``l3.routes`` like any IPv4
 packet (the L3 program routes NetClone packets too).
 """
 from netstor.elements import Compute, Hash, RegisterOp, Table
+from netstor.elements.trust import guard
 from netstor.lang import Program, Action, Set, Mux, Const, F
 
 from .header import (HEADER, NETCLONE_UDP_PORT, OP_REQ, OP_REPLY, CLONE_NONE,  # noqa: F401
@@ -77,6 +83,8 @@ def make_netclone(n_ports=2):
     fold = p.meta("filter_old", 32)
     first = F.meta.recirc_count == 0
     is_copy = p.meta("is_copy", 1)
+    # replies report server state (loads, the filter): trusted ports/sources only
+    guard(p, reports=h["op"] == OP_REPLY)
     p.add(Compute("match", [Set(is_nc, p.selected)]))
     req = is_nc & (h["op"] == OP_REQ)
     rep = is_nc & (h["op"] == OP_REPLY)

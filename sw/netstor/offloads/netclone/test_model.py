@@ -28,7 +28,8 @@ def config(policy=1):
                 "params": {"port": 0, "dmac": CLIENT[1], "smac": SW_MAC}},
                {"prefix": f"{VIP}/32", "action": "route",
                 "params": {"port": 1, "dmac": "02:00:00:00:02:01", "smac": SW_MAC}}]
-    return {"tables": {
+    return {"programs": {"nc": {"trusted_ports": [1]}},     # servers behind wire port 1
+            "tables": {
         "l3.routes": {"entries": routes},
         "nc.groups": {"entries": [
             {"key": 10, "action": "candidates", "params": {"s1": 1, "s2": 2, "policy": policy}},

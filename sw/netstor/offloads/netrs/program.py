@@ -59,6 +59,12 @@ response counts in bank ``rs.monitor`` at ``tg * 4 + class``
 (class 0 same rack, 1 same pod, 2 other pod: source marker vs this device's; tg from
 ``rs.tgroups`` on the destination).
 
+Trust (:mod:`netstor.elements.trust`): responses (``M_RESP``, ``M_DRS``) and monitor packets
+(``M_MON``) are reports, accepted only from the ports (and source prefixes) the
+configuration names for ``rs``; requests (any other MF) from the request ports (default: any
+port, once configured). An untrusted packet is dropped before it reads or writes any bank,
+counted in ``rs.trust.miss``; the unconfigured data plane trusts nothing.
+
 Units and comparability: the ranking core sees q, t, r as 16-bit UQ12.4 numbers; t and r
 are in the unit of the group being ranked, and every replica of that group is a server whose
 state is kept in that same unit (groups that share a server on one device must agree on unit
@@ -66,6 +72,7 @@ and weight, :mod:`.config` checks it), so ``R + q_hat^3 * T`` compares like with
 a group. Scores of groups with different units are never compared.
 """
 from netstor.elements import Compute, Hash, Rank, RegisterOp, Table
+from netstor.elements.trust import guard
 from netstor.lang import Program, Action, Set, Mux, Const, Cat, F
 
 from .formats import STAMP_SHIFT, STAMP_BITS, UNIT_MAX, EWMA_MAX
@@ -127,6 +134,9 @@ def make_netrs(n_ports=2):
     mk = p.meta("marker", 32)
     mclass = p.meta("mclass", 2)
 
+    # responses (M_RESP, M_DRS) and monitor packets (M_MON) report server state and feed
+    # the monitor: trusted ports/sources only
+    guard(p, reports=(h["mf"] == M_RESP) | (h["mf"] == M_DRS) | (h["mf"] == M_MON))
     p.add(Compute("match", [
         Set(is_rs, p.selected),
         Set(kind, Mux(p.selected & (h["mf"] == M_REQ), 1,
