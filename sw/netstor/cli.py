@@ -19,6 +19,8 @@ Commands::
     apply CONFIG [--dry-run]               declarative YAML/TOML configuration
     serve-model --control PATH [--config CONFIG]
     controller --config CONFIG [...]       the controller daemon (netstor.controller)
+    api METHOD PATH [JSON] [--url URL]     a request to a running controller's HTTP API, with
+                                           the bearer token of its token file
     switch --port0 IF --port1 IF [...]     the test bed's software switch (netstor.testbed)
 
 MATCH: exact tables take the key (``1`` or ``10.0.0.1,53`` for several parts), ternary tables
@@ -491,6 +493,7 @@ def _parser():
     p.add_argument("--control", required=True, help="Unix socket path")
     p.add_argument("--config")
     sub.add_parser("controller", add_help=False)
+    sub.add_parser("api", add_help=False)
     sub.add_parser("switch", add_help=False)
     return ap
 
@@ -504,12 +507,14 @@ def main(argv=None):
     pre.add_argument("--json", action="store_true")
     pre.add_argument("cmd", nargs="?")
     known, rest = pre.parse_known_args(argv)
-    if known.cmd in ("controller", "switch"):
+    if known.cmd in ("controller", "switch", "api"):
         for opt, env in (("device", "NETSTOR_DEVICE"), ("schema", "NETSTOR_SCHEMA")):
             if getattr(known, opt):
                 os.environ[env] = getattr(known, opt)
         if known.cmd == "controller":
             from netstor.controller import main as run
+        elif known.cmd == "api":          # the HTTP client: sends the controller's token
+            from netstor.controller import client_main as run
         else:
             from netstor.testbed.switch import main as run
         try:
