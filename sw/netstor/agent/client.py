@@ -146,8 +146,11 @@ class Engine:
         reply header are unwrapped and the header kept in ``Completion.head``."""
         self.codec = codec
         self.targets = parse_targets(targets)
-        if not timeout > 0:
-            raise ValueError(f"timeout must be > 0, got {timeout!r}")
+        if not 0 < timeout < 1e6:
+            raise ValueError(f"timeout must be > 0 s (and below 10^6 s), got {timeout!r}")
+        bport = bind[1]
+        if isinstance(bport, bool) or not isinstance(bport, int) or not 0 <= bport <= 0xFFFF:
+            raise ValueError(f"local port must be 0..65535, got {bport!r}")
         self.timeout_ns = int(timeout * 1e9)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         for opt, size in ((socket.SO_RCVBUF, rcvbuf), (socket.SO_SNDBUF, rcvbuf)):

@@ -27,6 +27,7 @@ import argparse
 import bisect
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -42,6 +43,8 @@ __all__ = ["run_load", "latency_summary", "log_histogram", "main"]
 
 _GOOD = (Status.OK, Status.NOT_FOUND)
 _BURST = 64
+# the exact Zipf sampler keeps a CDF of one float per key: bound it (256 MiB)
+ZIPF_MAX_KEYS = 1 << 25
 
 
 def latency_summary(samples_us):
@@ -139,12 +142,22 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
         raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
     if duration is None and requests is None:
         duration = 5.0
-    if duration is not None and not duration > 0:
-        raise ValueError(f"duration must be > 0, got {duration!r}")
+    if duration is not None and not 0 < duration < 1e9:
+        raise ValueError(f"duration must be > 0 s (and below 10^9 s), got {duration!r}")
+    if mode == "open" and not rate < float("inf"):
+        raise ValueError(f"rate must be finite, got {rate!r}")
+    if not (isinstance(max_outstanding, int) and max_outstanding >= 1):
+        raise ValueError(f"max outstanding must be an integer >= 1, got {max_outstanding!r}")
     if requests is not None and not (isinstance(requests, int) and requests >= 1):
         raise ValueError(f"requests must be an integer >= 1, got {requests!r}")
-    if not isinstance(keys, int) or keys < 1:
-        raise ValueError(f"keys must be an integer >= 1, got {keys!r}")
+    if not isinstance(keys, int) or not 1 <= keys <= 1 << 64:
+        raise ValueError(f"keys must be an integer in 1..2^64, got {keys!r}")
+    if not 0 <= zipf < float("inf"):
+        raise ValueError(f"zipf theta must be a number >= 0, got {zipf!r}")
+    if zipf > 0 and keys > ZIPF_MAX_KEYS:
+        raise ValueError(f"keys {keys} with --zipf {zipf}: the exact Zipf sampler holds one "
+                         f"float per key, at most {ZIPF_MAX_KEYS} keys (use --zipf 0 for "
+                         "uniform keys over a larger space)")
     if not 0.0 <= write_ratio <= 1.0:
         raise ValueError(f"write ratio must be in [0, 1], got {write_ratio!r}")
     if not 0 <= value_size <= MAX_VALUE:
@@ -382,6 +395,42 @@ def format_table(r):
     return "\n".join(lines)
 
 
+def _positive_int(text):
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 1")
+    return v
+
+
+def _number(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return v
+
+
+def _check_out(path):
+    """Where ``--out`` will write, checked before the run (a run's results must not be lost
+    to a missing folder): None when fine, else the reason."""
+    if path is None or path == "-":
+        return None
+    if os.path.isdir(path):
+        return f"--out {path}: is a directory"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"--out {path}: folder {folder} does not exist"
+    if not os.access(folder, os.W_OK | os.X_OK) or \
+            (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return f"--out {path}: not writable"
+    return None
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="netstor-load", description="netstor load generator")
     p.add_argument("--target", required=True, metavar="HOST:PORT[,HOST:PORT...]",
@@ -395,26 +444,27 @@ def build_parser():
     for cls in schemes.values():
         cls.add_arguments(p)
     p.add_argument("--mode", choices=("open", "closed"), default="closed")
-    p.add_argument("--rate", type=float, default=None,
+    p.add_argument("--rate", type=_number, default=None,
                    help="open loop: Poisson arrival rate, requests/s")
-    p.add_argument("--concurrency", type=int, default=1, metavar="C",
+    p.add_argument("--concurrency", type=_positive_int, default=1, metavar="C",
                    help="closed loop: requests outstanding (default 1)")
-    p.add_argument("--duration", type=float, default=None, metavar="S",
+    p.add_argument("--duration", type=_number, default=None, metavar="S",
                    help="stop sending after S seconds (default 5 if no --requests)")
-    p.add_argument("--requests", type=int, default=None, metavar="N",
+    p.add_argument("--requests", type=_positive_int, default=None, metavar="N",
                    help="stop after N requests")
-    p.add_argument("--keys", type=int, default=1000, metavar="N", help="key space 0..N-1")
-    p.add_argument("--zipf", type=float, default=0.99, metavar="THETA",
+    p.add_argument("--keys", type=_positive_int, default=1000, metavar="N",
+                   help="key space 0..N-1")
+    p.add_argument("--zipf", type=_number, default=0.99, metavar="THETA",
                    help="Zipf skew (default 0.99; 0 = uniform)")
-    p.add_argument("--write-ratio", type=float, default=0.0, metavar="W",
+    p.add_argument("--write-ratio", type=_number, default=0.0, metavar="W",
                    help="fraction of PUTs (default 0)")
     p.add_argument("--value-size", type=int, default=64, metavar="B",
                    help="PUT value size in bytes (default 64)")
     p.add_argument("--preload", action="store_true", help="PUT every key on every target first")
-    p.add_argument("--timeout", type=float, default=1.0, metavar="S",
+    p.add_argument("--timeout", type=_number, default=1.0, metavar="S",
                    help="per-request timeout (default 1.0 s)")
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--max-outstanding", type=int, default=65536,
+    p.add_argument("--max-outstanding", type=_positive_int, default=65536,
                    help="open loop: arrivals beyond this many outstanding are skipped")
     p.add_argument("--out", default=None, metavar="FILE.json",
                    help="write the JSON result here ('-' = stdout)")
@@ -429,6 +479,9 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.mode == "open" and a.rate is None:
         p.error("--mode open needs --rate")
+    bad_out = _check_out(a.out)
+    if bad_out:
+        p.error(bad_out)
     try:
         r = run_load(a.target, mode=a.mode, rate=a.rate, concurrency=a.concurrency,
                      duration=a.duration, requests=a.requests, keys=a.keys, zipf=a.zipf,
@@ -439,13 +492,21 @@ def main(argv=None):
                      **{o: getattr(a, o) for o in all_schemes()[a.scheme].options})
     except ValueError as e:
         p.error(str(e))
-    except RuntimeError as e:
-        print(f"netstor-load: {e}", file=sys.stderr)
+    except (RuntimeError, OSError) as e:
+        print(f"netstor-load: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
     text = json.dumps(r, indent=2)
     if a.out and a.out != "-":
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+        try:
+            with open(a.out, "w") as f:
+                f.write(text + "\n")
+        except OSError as e:            # checked before the run, so rare: keep the results
+            print(text, flush=True)
+            print(f"netstor-load: cannot write --out {a.out}: {e.strerror or e}; the result "
+                  "is on stdout", file=sys.stderr)
+            return 1
     try:
         if a.out == "-":
             print(text, flush=True)
