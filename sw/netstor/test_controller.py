@@ -28,10 +28,15 @@ def schema():
     return build_core().schema
 
 
-def call(base, method, path, body=None):
+TOKEN = "test-token-0123456789abcdef"
+
+
+def call(base, method, path, body=None, token=TOKEN):
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, json.loads(r.read())
@@ -52,7 +57,8 @@ def ctl(schema):
     model = DataplaneModel(default_pipeline())
     clock = Clock()
     c = Controller(Device.open("model", schema=schema, model=model), CONFIG,
-                   poll_interval=1.0, agent_timeout=3.0, port_timeout=5.0, clock=clock)
+                   poll_interval=1.0, agent_timeout=3.0, port_timeout=5.0, clock=clock,
+                   token=TOKEN)
     c.start(("127.0.0.1", 0))
     c._stop.set()                  # drive the periodic work by hand with the fake clock
     c.model, c.fake = model, clock
@@ -141,7 +147,9 @@ def test_agent_heartbeats(ctl):
     for bad in ({"addr": "x"}, {"server_id": 1 << 16}, {"server_id": "a"}):
         st, body = call(ctl.base, "POST", "/heartbeat", bad)
         assert st == 400 and "server_id" in body["error"]
-    req = urllib.request.Request(ctl.base + "/heartbeat", data=b"{nope", method="POST")
+    req = urllib.request.Request(ctl.base + "/heartbeat", data=b"{nope", method="POST",
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization": f"Bearer {TOKEN}"})
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req, timeout=5)
     assert e.value.code == 400
@@ -167,7 +175,8 @@ def test_controller_process_with_agent_heartbeat(tmp_path):
     from netstor.build import build_core
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(build_core().schema))
-    env = {**os.environ, "NETSTOR_SCHEMA": str(schema)}
+    token_file = tmp_path / "state" / "token"
+    env = {**os.environ, "NETSTOR_SCHEMA": str(schema), "NETSTOR_TOKEN_FILE": str(token_file)}
     cfg = tmp_path / "c.yaml"
     cfg.write_text("tables:\n  l3.routes:\n    entries:\n"
                    "      - {prefix: 10.9.0.0/16, action: drop}\n")
@@ -191,7 +200,16 @@ def test_controller_process_with_agent_heartbeat(tmp_path):
                             "--json", "table", "dump", "l3.routes"], capture_output=True,
                            text=True, env=env, timeout=30)
         assert json.loads(r.stdout)["entries"][0]["prefix_len"] == 16
-        assert call(base, "POST", "/heartbeat", {"server_id": 1})[0] == 200
+        token = token_file.read_text().strip()     # made on the first start, 0600
+        assert (token_file.stat().st_mode & 0o777) == 0o600 and len(token) >= 40
+        assert call(base, "POST", "/heartbeat", {"server_id": 1}, token=None)[0] == 401
+        assert call(base, "POST", "/heartbeat", {"server_id": 1}, token=token)[0] == 200
+        # the CLI's client sends the token from the same file
+        r = subprocess.run([sys.executable, "-m", "netstor.cli", "api", "--url", base, "POST",
+                            "/tables/prim.ops", '{"op": "add", "match": 3, "action": "forward",'
+                            ' "params": {"port": 1}}'], capture_output=True, text=True,
+                           env=env, timeout=30)
+        assert r.returncode == 0 and json.loads(r.stdout) == {"ok": True, "entries": 1}, r.stderr
         ctl.terminate()
         assert ctl.wait(timeout=10) == 0
         assert "stopped" in ctl.stdout.read()
@@ -206,5 +224,6 @@ def test_controller_refuses_bad_config(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("tables: {nope: {}}\n")
     r = subprocess.run([sys.executable, "-m", "netstor.cli", "controller", "--config", str(cfg),
-                        "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+                        "--listen", "127.0.0.1:0", "--token-file", str(tmp_path / "t")],
+                       capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "no table 'nope'" in r.stderr

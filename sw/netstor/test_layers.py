@@ -20,7 +20,7 @@ from netstor.paths import repo_root
 
 #: rank of each part, lowest first; parts of equal rank must not import each other
 LAYERS = [
-    ["netstor.paths", "netstor.wire.header", "netstor.wire.checksum"],
+    ["netstor.paths", "netstor.apitoken", "netstor.wire.header", "netstor.wire.checksum"],
     ["netstor.offload"],
     ["netstor.offloads"],
     ["netstor.lang"],
