@@ -47,6 +47,7 @@ import argparse
 import json
 import select
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -206,7 +207,20 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.control and args.dataplane != "model":
         ap.error("--control is only available with --dataplane model")
-    writes, regs = config_ops(args.config) if args.config else ([], [])
+    if args.duration is not None and not 0 < args.duration < float("inf"):
+        ap.error(f"--duration {args.duration} must be a number of seconds > 0")
+    if args.max_frames is not None and args.max_frames < 1:
+        ap.error(f"--max-frames {args.max_frames} must be >= 1")
+    for opt in ("port0", "port1"):
+        try:
+            socket.if_nametoindex(getattr(args, opt))
+        except OSError:
+            ap.error(f"--{opt} {getattr(args, opt)!r}: no such network interface")
+    try:
+        writes, regs = config_ops(args.config) if args.config else ([], [])
+    except ValueError as e:         # ConfigError and the host API's value errors
+        print(f"netstor switch: error: {e}", file=sys.stderr)
+        return 1
     stop = _Stop()
     stop.install()
     try:
