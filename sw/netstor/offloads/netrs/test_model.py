@@ -53,7 +53,10 @@ def rs():
            w.exact_add("rs.local", [5], "local"),
            w.exact_add("rs.rgroups", [7], "replicas", group(0, [1, 2, 3])),
            w.exact_add("rs.rgroups", [8], "replicas", group(1, [1, 2, 3])),
-           w.bank_write("rs.marker", 0, MARKER)]
+           w.bank_write("rs.marker", 0, MARKER),
+           # trust: reports (responses, monitor packets) and requests from every port
+           w.ternary_add("rs.trust", [1, 0, 0], [1, 0, 0], "trusted", {}, 0),
+           w.ternary_add("rs.trust", [0, 0, 0], [1, 0, 0], "trusted", {}, 1)]
     for sid, a in SERVERS.items():
         ops.append(w.exact_add("rs.servers", [sid], "server",
                                {"ip": ip(a), "mac": 0x500 + sid, "smac": SW, "port": 1}))
