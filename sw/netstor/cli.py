@@ -433,6 +433,9 @@ def cmd_serve_model(args):
     from netstor.driver.transports import ModelTransport
     from netstor.model.dataplane import DataplaneModel
     from netstor.programs import default_pipeline
+    folder = os.path.dirname(os.path.abspath(args.control))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--control {args.control}: folder {folder} does not exist")
     schema = load_schema(args.schema)
     model = DataplaneModel(default_pipeline())
     if args.config:

@@ -137,7 +137,7 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
     if mode not in ("open", "closed"):
         raise ValueError(f"mode must be 'open' or 'closed', got {mode!r}")
     if mode == "open" and not (rate is not None and rate > 0):
-        raise ValueError("open loop needs a rate > 0 (requests per second)")
+        raise ValueError(f"open loop needs a rate > 0 (requests per second), got {rate!r}")
     if mode == "closed" and not (isinstance(concurrency, int) and concurrency >= 1):
         raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
     if duration is None and requests is None:

@@ -703,7 +703,8 @@ def main(argv=None):
     try:
         srv.start()
     except (OSError, lmdb.Error, OverflowError) as e:
-        print(f"netstor-server: cannot start: {e}", file=sys.stderr)
+        print(f"netstor-server: error: cannot start (--bind {args.bind}, --port {args.port}, "
+              f"--db {args.db}): {e}", file=sys.stderr)
         return 1
     if args.allow is None and not ipaddress.IPv4Address(args.bind).is_loopback:
         log.warning("bound to %s with no --allow: every source that reaches it is served, and "
