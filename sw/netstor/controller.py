@@ -685,8 +685,8 @@ class _Handler(BaseHTTPRequestHandler):
                 from None
         except OSError:
             raise _ClientGone() from None
-        if len(raw) < n:
-            raise _ClientGone()
+        if len(raw) < n:                       # the client half-closed early: still answered
+            raise ApiError(400, f"body ended after {len(raw)} of {n} bytes")
         self.pending = False
         return parse_json_body(raw)
 
@@ -1066,11 +1066,11 @@ def main(argv=None):
         print(f"WARNING: netstor controller listens on {host}, not loopback: reads and writes "
               "need the token" + ("" if ctx else "; without TLS it crosses the network in "
                                               "clear text"), file=sys.stderr, flush=True)
-    print(f"netstor controller on {args.device} listening on "
-          f"{srv.scheme}://{_url_host(host)}:{port}{API}", flush=True)
     done = threading.Event()
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, lambda *_: done.set())
+    print(f"netstor controller on {args.device} listening on "
+          f"{srv.scheme}://{_url_host(host)}:{port}{API}", flush=True)
     done.wait()
     ctl.stop()
     print("netstor controller stopped", flush=True)
