@@ -580,3 +580,28 @@ def test_netstor_api_client(ctl, tmp_path, capsys):
     assert client_main(["--url", "http://127.0.0.1:1", "GET", "/status"]) == 1
     assert capsys.readouterr().err.count("\n") == 1
     assert prim_ops(ctl) == []
+
+
+def test_a_real_agents_heartbeat_is_accepted_with_the_token(ctl, tmp_path):
+    """The storage agent's own heartbeat (netstor.agent.server, junk datagram counted) fits
+    the controller's heartbeat checks; it is refused without the token the agent must send
+    (netstor.apitoken.auth_header)."""
+    from netstor.agent.server import Server
+    with Server(tmp_path / "db", bind="127.0.0.1", port=0, server_id=9, sync=False) as srv:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as junk:
+            junk.sendto(b"junk", srv.address)
+        end = time.monotonic() + 5
+        while srv.heartbeat_payload()["counters"].get("dropped", 0) < 1 and \
+                time.monotonic() < end:
+            time.sleep(0.02)
+        hb = srv.heartbeat_payload()
+    assert len(json.dumps(hb)) < HEARTBEAT_MAX_BODY
+    assert request(ctl.url, "POST", "/heartbeat", hb, token="")[0] == 401
+    tok = tmp_path / "tok"
+    tok.write_text(TOKEN + "\n")
+    os.chmod(tok, 0o600)
+    st, body = request(ctl.url, "POST", "/heartbeat", hb, token_file=tok)
+    assert (st, body) == (200, {"ok": True}), body
+    seen = request(ctl.url, "GET", "/agents")[1]["9"]
+    assert seen["counters"] == hb["counters"] and seen["counters"]["dropped"] >= 1
+    assert seen["port"] == hb["port"] and seen["alive"]
