@@ -91,6 +91,43 @@ async def test_primitives(dut):
 
 
 @cocotb.test()
+async def test_trust(dut):
+    """Issue 11's reproducer on the RTL: on the unconfigured bitstream two packets to the
+    primitives' port (a CAS and a MAX on cell 1) wrote ``prim.cells``. Now they are dropped
+    and counted (``prim.trust.miss``) and no cell changes; once port 1 is trusted the same
+    packets act from port 1 and are still dropped from port 0 and from the host queues.
+    Outputs, counters and banks equal the model's."""
+    env = CoreEnv(dut, seed=SEED + 3)
+    await env.reset()
+    rng = env.rng
+    cas = prim_frame(rng, OP_CAS, 80, tag=1, value=0xBAD, expect=0)
+    mx = prim_frame(rng, OP_MAX, 80, tag=1, value=0xFFFF)
+    for port in (0, 1, 2, 3):
+        await env.send(cas, port)
+        await env.send(mx, port)
+        await env.drain()
+    assert env.model.counter("prim.trust.miss") == 8
+    assert await env.csr.counter_read("prim.trust.miss") == 8
+    assert await env.csr.mem_read("prim.cells", 1) == 0
+    await env.check_memories(["prim.cells"])
+    for addr in range(1024):
+        assert await env.csr.mem_read("prim.flows", addr) == 0
+    # configured: reports from wire port 1 only
+    w = env.writer
+    await env.apply(w.ternary_add("prim.trust", [1, 1, 0], [1, 0xF, 0], "trusted", priority=0))
+    await env.apply(w.exact_add("prim.ops", [OP_CAS], "forward", {"port": 0}))
+    await env.apply(w.exact_add("prim.ops", [OP_MAX], "forward", {"port": 0}))
+    for port, frame in ((0, cas), (1, cas), (3, mx), (1, mx)):
+        await env.send(frame, port)
+        await env.drain()
+    env.check_outputs()
+    await env.check_counters()
+    await env.check_memories(["prim.cells"])
+    assert env.model.mem_read("prim.cells", 1) == 0xFFFF          # the CAS, then the MAX
+    assert await env.csr.counter_read("prim.trust.miss") == 10
+
+
+@cocotb.test()
 async def test_bad_input(dut):
     """Malformed frames: documented path, counters, no hang, no table/register change."""
     env = CoreEnv(dut, seed=SEED)
@@ -220,6 +257,7 @@ HOST_CONFIG = {
     },
     "banks": {"prim.cells": {3: 77}},
     "mcast": {2: [[0, 1], [1, 2]]},
+    "programs": {"prim": {"trusted_ports": [0, 1]}},
 }
 
 

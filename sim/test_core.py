@@ -9,7 +9,7 @@ import pytest
 from netstor.offloads import offloads
 from netstor.sim.core_build import run_core
 
-CORE = ["test_identity", "test_l3_mixed_traffic", "test_primitives", "test_bad_input",
+CORE = ["test_identity", "test_l3_mixed_traffic", "test_primitives", "test_trust", "test_bad_input",
         "test_sizes_backpressure_updates", "test_ethernet_mac_ports", "test_fuzz",
         "test_host_api"]
 #: (cocotb module, test): the platform's cases, then every offload's (its ``cocotb`` hook)

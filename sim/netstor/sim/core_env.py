@@ -301,6 +301,14 @@ async def setup_prim(env):
     await env.apply(w.mcast_set(3, [(0, 7), (1, 8), (3, 9)]))
     for rid, tag in ((7, 0x0707), (8, 0x0808), (9, 0x0909)):
         await env.apply(w.exact_add("prim.copy_tag", [rid], "tag_copy", {"tag": tag}))
+    # trust: primitives packets write state only from wire ports 0 and 1 and sources
+    # 10.0.0.0/16 and 10.66.0.0/16 (so 10.5.5.5 and the host queues are dropped and counted)
+    prio = 0
+    for port in (0, 1):
+        for prefix in ("10.0.0.0", "10.66.0.0"):
+            await env.apply(w.ternary_add("prim.trust", [1, port, ip(prefix)],
+                                          [1, 0xF, 0xFFFF0000], "trusted", priority=prio))
+            prio += 1
     # deny source 10.66.0.0/16 with source port 666 exactly
     await env.apply(w.ternary_add("prim.acl", [ip("10.66.0.0"), 666],
                                   [0xFFFF0000, 0xFFFF], "deny", priority=0))

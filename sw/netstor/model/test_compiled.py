@@ -267,7 +267,13 @@ class Traffic:
         self.pair = pair
         self.pl = pair.ref.pipeline
         self.tw = TableWriter(self.pl)
-        writes, regs = config_ops(self.config(), schema=current_schema())
+        cfg = self.config()
+        # trust: the primitives from port 1 and host TX 0, two source prefixes (so the
+        # structured frames are trusted or not); NetClone's and NetRS's configurations say
+        # their own (the servers' port)
+        cfg.setdefault("programs", {}).setdefault("prim", {
+            "trusted_ports": [1, "host0"], "trusted_sources": ["192.0.2.0/24", "10.77.0.0/16"]})
+        writes, regs = config_ops(cfg, schema=current_schema())
         self.base = (writes, regs)
         self.apply_base()
 

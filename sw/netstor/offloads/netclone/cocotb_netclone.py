@@ -37,7 +37,11 @@ async def test_netclone(dut):
     env = CoreEnv(dut, seed=SEED + 7)
     await env.reset()
     servers = {1: "10.77.1.1", 2: "10.77.1.2", 3: "10.77.1.3"}
-    cfg = {"tables": {
+    # trust: replies only from wire port 0 (every stateful packet of this test comes in
+    # there) and the servers' /24; forged replies from port 1 or from a client's address are
+    # dropped and counted (nc.trust.miss) and change nothing
+    cfg = {"programs": {"nc": {"trusted_ports": [0], "trusted_sources": ["10.77.1.0/24"]}},
+           "tables": {
         "l3.routes": {"entries": [
             {"prefix": "10.77.0.0/24", "action": "route",
              "params": {"port": 0, "dmac": "02:00:00:00:00:01", "smac": "02:00:00:00:ff:01"}},
@@ -68,7 +72,14 @@ async def test_netclone(dut):
                           fidx=rng.choice([seq, 3, 4]), clone=rng.choice([0, 1, 2, 2]),
                           src=servers[sid], dst="10.77.0.1")
             # one input for every stateful packet: the model's order is the hardware's
-            await env.send(f, 0)
+            forged = rng.random() < 0.25
+            if forged and rng.random() < 0.5:          # from a client's address
+                f = _nc_frame(rng, OP_REPLY, seq=seq, server_id=sid, load=65535,
+                              fidx=rng.choice([seq, 3, 4]), clone=rng.choice([1, 2]),
+                              src="10.77.0.66", dst="10.77.0.1")
+                await env.send(f, 0)
+            else:                                      # from the untrusted port (stateless)
+                await env.send(f, 1 if forged else 0)
         else:                # bad op / truncated header on the NetClone port
             f = _nc_frame(rng, rng.choice([0, 3, 255]), group=10)
             if rng.random() < 0.5:
@@ -87,4 +98,7 @@ async def test_netclone(dut):
     for addr in range(0, 4096, 97):          # a sample of the filter bank
         assert await env.csr.mem_read("nc.filter", addr) == env.model.mem_read("nc.filter", addr)
     assert env.model.mem_read("nc.seq", 0) > 20
+    assert env.model.counter("nc.trust.miss") > 5
+    assert all(env.model.mem_read(b, s) != 65535 for b in ("nc.load1", "nc.load2")
+               for s in range(64))
     assert env.model.mem_read("nc.filtered", 0) > 0, "no duplicate was filtered in this run"

@@ -9,6 +9,8 @@
   when both were idle at their last reply, else picks one (``policy``: random by default, the
   paper's baseline; ``POLICY_LEAST_LOADED`` for the least loaded).
 * ``nc.servers``: server id -> (ip, mac, switch port MAC, wire port) of that host.
+* ``programs.nc``: replies (which update the load state and the response filter) are trusted
+  only from the wire ports the servers sit behind; requests from any port.
 * ``l3.routes``: a /32 per host (:func:`netstor.testbed.rack.route_config`) plus one for the
   service address ``vip`` towards the servers' port (NetClone rewrites the destination of every
   request it handles; the route is what a request of an unknown op would take).
@@ -75,6 +77,9 @@ def netclone_config(hosts, servers, *, vip=VIP, policy=POLICY_RANDOM, pairs=None
         {"prefix": f"{vip}/32", "action": "route",
          "params": {"port": seg, "dmac": servers[0].mac_str,
                     "smac": netns.mac_str(port_mac(seg))}})
+    # trust: replies (the servers' load reports) only from the servers' wire ports;
+    # requests from any port
+    cfg["programs"] = {"nc": {"trusted_ports": sorted({h.segment for h in servers})}}
     cfg["tables"]["nc.groups"] = {"entries": [
         {"key": g, "action": "candidates",
          "params": {"s1": ids[a], "s2": ids[b], "policy": policy}}

@@ -62,7 +62,12 @@ async def test_netrs(dut):
         return {"action": "replicas", "params": {"algo": algo, "n": n, "mask": mask,
                                                  "unit": unit, "ewma": ewma, **sl}}
 
-    cfg = {"tables": {
+    # trust: reports (responses, monitor packets) from the servers' /24 and from 10.77.0.1
+    # (the monitored responses "from another pod" below) on either wire port; forged ones
+    # from another client address are dropped and counted (rs.trust.miss)
+    cfg = {"programs": {"rs": {"trusted_ports": [0, 1],
+                               "trusted_sources": ["10.77.1.0/24", "10.77.0.1/32"]}},
+           "tables": {
         "l3.routes": {"entries": [
             {"prefix": "10.77.0.0/24", "action": "route",
              "params": {"port": 0, "dmac": "02:00:00:00:00:01", "smac": sw}},
@@ -134,8 +139,12 @@ async def test_netrs(dut):
                 await env.send(f, 1, arrival=arrival)
                 arrival += 2 + len(f) // 64
         else:                              # odd packets: monitored response from the client
-            c = rng.randrange(3)           # side (other pod), wrong magic, truncated header
-            if c == 0:
+            c = rng.randrange(4)           # side (other pod), wrong magic, truncated header,
+            if c == 3:                     # a forged response or monitor packet (untrusted)
+                f = _rs_response(rng, 5, rng.choice([M_RESP, M_MON]), rng.choice(rvs[-8:]),
+                                 rng.choice([1, 2, 3]), 0xFFFF, 0xFFFFFFFF,
+                                 marker=(7 << 16) | 1, src="10.77.0.2", dst="10.77.0.1")
+            elif c == 0:
                 f = _rs_response(rng, 5, M_MON, 0, 1, 0, 0, marker=(7 << 16) | 1,
                                  src="10.77.0.1", dst="10.77.0.2")
             elif c == 1:
@@ -161,6 +170,7 @@ async def test_netrs(dut):
     m = env.model
     picked = {s: m.mem_read("rs.st0", s) for s in servers}
     assert sum(m.mem_read("rs.monitor", a) for a in range(64)) > 10
+    assert m.counter_read("rs.trust.miss") > 0
     assert m.mem_read("rs.noreplica", 0) > 0 and m.counter_read("out1.pkts") > 40
     assert all(v != 0 for v in picked.values()), picked    # every server got state
     cells = [m.mem_read("rs.samples", k) for k in range(8)]

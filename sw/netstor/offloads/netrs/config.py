@@ -48,7 +48,9 @@ entry to the next hop; RSNodes in use: replica groups and the way to every serve
 numbered by :func:`device_ports` (ToR: its hosts first, so host index 1 is wire port 1, the
 data plane's ``SERVER_PORT``; then the aggregation switches; others: sorted neighbours); MACs
 by :func:`port_mac` / :func:`host_mac`. Where the fat tree has several shortest next hops the
-lowest-named one is used (the tables hold one next hop).
+lowest-named one is used (the tables hold one next hop). Each configuration also trusts
+NetRS reports (``programs.rs.trusted_ports``) from every port of the device but those facing
+a client host.
 
 Limits of the data plane seen from here (reported, not hidden): responses are routed by
 ``l3.routes`` (only requests follow ``rs.forward``), so a response passes its RSNode only when
@@ -365,9 +367,14 @@ def plan_configs(inst, plan, replica_groups=None, *, algo="c3", n=1, routes=True
             ents.append({"id": sid[s], "ip": topo.hosts[s].ip, "mac": dmac, "smac": smac,
                          "port": port})
         secs[dev]["servers"] = ents
+    clients = {h for g in inst.groups.values() for h in g.hosts}
     out = {}
     for dev in sorted(topo.switches):
-        cfg = {"netrs": secs[dev]}
+        # trust: reports (responses, monitor packets) from every port but those facing a
+        # client host (servers and other switches report; clients only send requests)
+        cfg = {"netrs": secs[dev],
+               "programs": {"rs": {"trusted_ports": [
+                   i for i, nb in enumerate(device_ports(topo, dev)) if nb not in clients]}}}
         if routes:
             cfg["tables"] = {"l3.routes": {"default": {"action": "drop"},
                                            "entries": _routes(topo, dev)}}
@@ -399,6 +406,8 @@ def rack_config(hosts, clients, servers, *, groups=None, algo="c3", n=1, rsnode=
         raise ValueError(f"{len(servers)} servers: NetRS server ids are below {SERVERS}")
     cfg = route_config(list(hosts))
     seg = clients[0].segment
+    # trust: responses and monitor packets only from the servers' wire ports
+    cfg["programs"] = {"rs": {"trusted_ports": sorted({h.segment for h in servers})}}
     cfg["netrs"] = {
         "marker": {"pod": 0, "rack": 0},
         "rsnodes": [rsnode],

@@ -408,6 +408,10 @@ def sim_plan_configs(inst, plan, server_hosts, *, n, time_unit_us, ewma, device_
         for dev, cfg in cfgs.items():
             sec = cfg["netrs"]
             ports = device_ports(topo, dev)
+            # trust: the simulator maps every device onto two wire ports (0 down, 1 up), so
+            # a ToR's clients and servers share port 0: reports are trusted from both ports
+            # (the placement's per-port trust cannot be expressed on two ports)
+            cfg["programs"] = {"rs": {"trusted_ports": "any"}}
             if "forward" in sec:
                 fw = []
                 for e in sec["forward"]:
