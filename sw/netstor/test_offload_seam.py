@@ -34,6 +34,7 @@ TOY = {
         ''',
     "program.py": '''
         from netstor.elements import RegisterOp
+        from netstor.elements.trust import guard
         from netstor.lang import Program
 
         from .header import HEADER
@@ -43,6 +44,7 @@ TOY = {
             packet's ``count`` field; L3 routes the packet."""
             p = Program("toy", udp_port=7499)
             h = p.header(HEADER.fields)
+            guard(p)                  # every packet updates the counts: trusted ports only
             counts = p.bank("counts", width=16, depth=16)
             p.add(RegisterOp.add("count", counts, h["op"][0:4], result=h["count"]))
             return p
@@ -144,6 +146,9 @@ def test_toy_offload_joins_pipeline_model_and_config(toy):
                    "params": {"port": 1, "dmac": "02:00:00:00:00:07",
                               "smac": "02:00:00:00:00:fe"}}]}},
                "toy": {"start": {3: 40}}})
+    assert model.process(_frame(3), 0) == []        # not trusted yet: dropped, counted
+    assert dev.counters("toy.trust.")["toy.trust.miss"] == 1
+    dev.apply({"programs": {"toy": {"trusted_ports": [0]}}})
     counts = []
     for op in (3, 3, 5, 3):
         (out,) = model.process(_frame(op), 0)
