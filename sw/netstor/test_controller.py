@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -210,6 +211,18 @@ def test_controller_process_with_agent_heartbeat(tmp_path):
                             ' "params": {"port": 1}}'], capture_output=True, text=True,
                            env=env, timeout=30)
         assert r.returncode == 0 and json.loads(r.stdout) == {"ok": True, "entries": 1}, r.stderr
+        # a real storage agent heartbeats with the token from the same file and shows up
+        from netstor.agent.server import Server
+        with Server(tmp_path / "db", port=0, server_id=7, sync=False,
+                    controller=base.rsplit("/api/v1", 1)[0], heartbeat_interval=0.05, token_file=token_file) as srv:
+            end = time.monotonic() + 10
+            while time.monotonic() < end:
+                agents = call(base, "GET", "/agents")[1]
+                if "7" in agents:
+                    break
+                time.sleep(0.05)
+            assert agents["7"]["alive"] and agents["7"]["port"] == srv.address[1]
+            assert srv.stats()["heartbeat_failures"] == 0
         ctl.terminate()
         assert ctl.wait(timeout=10) == 0
         assert "stopped" in ctl.stdout.read()

@@ -64,6 +64,7 @@ import lmdb
 
 from netstor.proto import (Header, HEADER_LEN, MAGIC, MAX_VALUE, Op, ProtocolError,
                            Status, STORAGE, STORAGE_UDP_PORT, VERSION)
+from netstor import apitoken
 from netstor.agent import servicetime
 from netstor.offloads import offloads
 
@@ -136,7 +137,7 @@ class Server:
     def __init__(self, db, bind="127.0.0.1", port=STORAGE_UDP_PORT, workers=4, server_id=0,
                  queue_limit=1024, service_model="none", seed=None, controller=None,
                  heartbeat_interval=1.0, sync=True, map_size=1 << 30, advertise=None,
-                 allow=None, **offload_ports):
+                 allow=None, token_file=None, **offload_ports):
         if not isinstance(server_id, int) or not 0 <= server_id <= 0xFFFF:
             raise ValueError(f"server_id must be a 16-bit unsigned integer, got {server_id!r}")
         if not isinstance(workers, int) or workers < 1:
@@ -158,6 +159,8 @@ class Server:
         self.model = servicetime.parse(service_model, seed=seed)
         self.controller = controller.rstrip("/") if controller else None
         self.heartbeat_interval = float(heartbeat_interval)
+        # the controller's write token (netstor.apitoken): heartbeats without it get 401
+        self.token_file = token_file
         self.sync, self.map_size = sync, int(map_size)
         self.advertise = advertise
         self.codecs = {}            # offload name -> (codec, port, optional)
@@ -546,9 +549,10 @@ class Server:
         failures = 0
         while not self._stop.wait(self.heartbeat_interval):
             body = json.dumps(self.heartbeat_payload()).encode()
-            req = urllib.request.Request(url, data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
             try:
+                headers = {"Content-Type": "application/json",
+                           **apitoken.auth_header(self.token_file)}
+                req = urllib.request.Request(url, data=body, method="POST", headers=headers)
                 timeout = min(2.0, max(0.2, self.heartbeat_interval))
                 with urllib.request.urlopen(req, timeout=timeout) as resp:
                     resp.read()
@@ -662,6 +666,9 @@ def build_parser():
     p.add_argument("--seed", type=_int, default=None, help="seed of the service-model RNG")
     p.add_argument("--controller", type=_url, default=None, metavar="URL",
                    help="POST heartbeats to URL/api/v1/heartbeat")
+    p.add_argument("--token-file", default=None, metavar="PATH",
+                   help="the controller's token file, sent with every heartbeat (default: "
+                        "$NETSTOR_TOKEN_FILE, else the controller's default path)")
     p.add_argument("--heartbeat-interval", type=_positive_float, default=1.0, metavar="S",
                    help="seconds between heartbeats (default 1.0)")
     for codec in codecs():
@@ -692,7 +699,8 @@ def main(argv=None):
                  server_id=args.server_id, queue_limit=args.queue_limit,
                  service_model=args.service_model, seed=args.seed, controller=args.controller,
                  heartbeat_interval=args.heartbeat_interval, sync=not args.no_sync,
-                 map_size=args.map_size, advertise=args.advertise, allow=args.allow, **ports)
+                 map_size=args.map_size, advertise=args.advertise, allow=args.allow,
+                 token_file=args.token_file, **ports)
     stop = threading.Event()
 
     def on_signal(signum, _frame):
