@@ -78,7 +78,7 @@ class FatTreeRun:
     def __init__(self, scheme, *, k=4, clients=4, servers=4, workers=1, service="exp:25",
                  rate_rps=10_000.0, requests=10_000, seed=0, deploy_seed=None, warmup=0.1,
                  timeout_us=10_000.0, link_ns=1_000, gbps=None, keys=None, model_class=None,
-                 trace=0, udp_checksum=True, value_len=0, scheme_options=None):
+                 trace=0, udp_checksum=True, value_len=0, scheme_options=None, start_ns=0):
         t_build = time.perf_counter()
         if isinstance(scheme, str):
             scheme = sim_schemes()[scheme](**(scheme_options or {}))
@@ -129,7 +129,7 @@ class FatTreeRun:
         zipf = None if keys is None else ZipfKeys(int(keys[0]), float(keys[1]))
         for c, h in enumerate(self.client_hosts):
             e = self.streams.generator(f"arrivals/{c}").standard_exponential(per[c])
-            arr = np.floor(np.cumsum(e) * (1e9 / rate_c)).astype(np.int64)
+            arr = np.floor(np.cumsum(e) * (1e9 / rate_c)).astype(np.int64) + int(start_ns)
             cl = Client(self.hosts[h], c, scheme, arr, stride=clients, offset=c,
                         timeout_ns=self.timeout_ns)
             cl.picks = self.streams.generator(f"picks/{c}").random(per[c]).tolist()

@@ -51,6 +51,10 @@ class SimScheme:
     client_port = 40000
     #: ``{option: default}``; the constructor takes them as keywords
     options = {}
+    #: how the RTL replay test traces this scheme (``netstor.cluster.replay``): None when its
+    #: switch configuration is another scheme's (client-side schemes: plain routed traffic),
+    #: else ``{"topology": "rack" | "fattree", "scheme_options": {...}}``
+    replay = None
     extra_hosts = ()
 
     def __init__(self, **options):
@@ -89,6 +93,7 @@ class Direct(SimScheme):
     offload header, the switch only routes."""
     name = "direct"
     help = "plain requests to a random server"
+    replay = {"topology": "rack"}
 
     def setup(self, run):
         super().setup(run)

@@ -120,6 +120,7 @@ class SwitchNode(Node):
                              "apply_ops instead")
         writes, regs = cached_config_ops(config)
         self.apply_ops(writes, regs)
+        self.config = config        # what a trace's replay writes into the RTL
 
     def apply_ops(self, writes, regs=()):
         apply_writes(self.model, writes)

@@ -56,7 +56,7 @@ def elaborate(component, name, ports=None):
 
 
 def run_cocotb(name, test_module, *, toplevel, verilog_text=None, sources=(), extra_env=None,
-               testcase=None, build_args=(), waves=False, seed=None):
+               testcase=None, build_args=(), waves=False, seed=None, run_name=None):
     setup_verilator_env()
     from cocotb_tools.runner import get_runner
 
@@ -94,7 +94,9 @@ def run_cocotb(name, test_module, *, toplevel, verilog_text=None, sources=(), ex
     env = dict(extra_env or {})
     # the testbenches' cocotb modules (sim/cocotb_*.py) are not part of the package
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "sim"), os.environ.get("PYTHONPATH", "")])
-    test_dir = build_dir / (testcase if isinstance(testcase, str) else "all")
+    # the run's folder (sim.log, results.xml): ``run_name`` when runs of one testcase may
+    # overlap (the replays of several traces in parallel)
+    test_dir = build_dir / (run_name or (testcase if isinstance(testcase, str) else "all"))
     test_dir.mkdir(exist_ok=True)
     try:
         results = runner.test(

@@ -73,6 +73,7 @@ class CClone(_Pairs):
 class NetCloneScheme(_Pairs):
     """NetClone requests to the service address; the switch clones and filters."""
     name = "netclone"
+    replay = {"topology": "rack"}
     help = "NetClone requests to the service address (the switch clones and filters)"
     client_port = NETCLONE_UDP_PORT
     options = {"policy": "random"}

@@ -48,7 +48,8 @@ plan is an optimum of the paper's ILP; otherwise :func:`.placement.solve_ilp` fr
 with a time limit (the result says which). Capacities: the paper's ``T^max`` =
 0.25 * 1 core / 5 us = 50 000 req/s per operator, ``E`` = 10 % of the offered rate; traffic
 groups per client host, their traffic from the deployment
-(:func:`.placement.groups_from_deployment`).
+(:func:`.placement.groups_from_deployment`). ``plan_rate_rps`` plans for another offered rate
+than the run's (the RTL replay's short, dense traces: a plan the capacities allow).
 """
 from __future__ import annotations
 
@@ -443,11 +444,16 @@ def sim_plan_configs(inst, plan, server_hosts, *, n, time_unit_us, ewma, device_
 class NetRSSim(_Groups):
     """NetRS requests; the switches' data plane selects (see the module doc)."""
     name = "netrs"
+    # the busiest switch of a 4-ary fat tree, 1.024 us time units: the response times the RTL
+    # stamps (256-cycle ticks) show in the state and the selections
+    replay = {"topology": "fattree",
+              "scheme_options": {"placement": "tor", "plan_rate_rps": 20_000,
+                                 "time_unit_us": 1.024}}
     help = "NetRS: the data plane selects at the RSNodes of a placement (tor, ilp, adp)"
     client_port = NETRS_UDP_PORT
     options = {"placement": "ilp", "ranking": "switch", "audit": False,
                "time_unit_us": unit_us(DEFAULT_UNIT), "ewma": ewma_weight(DEFAULT_EWMA),
-               "n": None}
+               "n": None, "plan_rate_rps": None}
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -460,7 +466,8 @@ class NetRSSim(_Groups):
 
     def switch_config(self, run):
         self.inst, self.plan, self.place_info = placement(
-            run.tree.k, tuple(run.client_hosts), tuple(run.server_hosts), run.rate_rps,
+            run.tree.k, tuple(run.client_hosts), tuple(run.server_hosts),
+            run.rate_rps if self.plan_rate_rps is None else float(self.plan_rate_rps),
             self.placement)
         self.n_eff = self.plan.num_rsnodes if self.n is None else int(self.n)
         cfgs, self.cfg_info = sim_plan_configs(self.inst, self.plan, run.server_hosts,
