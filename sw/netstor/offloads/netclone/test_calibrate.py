@@ -1,0 +1,24 @@
+"""The simulator at the test bed's parameters against a test-bed run (root): the mean latency
+within 25 % for no cloning and for NetClone, once the test bed's own latency at the same load
+with no service time (measured in the same session, ``testbed_floor``: its Python clients,
+sockets and model switch on CPUs the rest of the suite shares) is taken off. Raw, on an idle
+machine, no cloning is within 6-8 % and NetClone 21-25 % (the Python switch carries three
+frames per cloned request); under the suite's load the raw figures grow with the CPU share the
+test bed gets, which the floor measures. ``python -m netstor.offloads.netclone.calibrate``
+reports client cloning too (+30 % even less its floor; not asserted)."""
+import os
+
+import pytest
+
+from netstor.offloads.netclone.calibrate import calibrate
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the test bed needs root (network namespaces)")
+def test_simulator_matches_testbed_mean():
+    res = calibrate(duration=8.0, schemes=("single", "netclone"))
+    rows = {r["scheme"]: r for r in res["rows"]}
+    for row in rows.values():
+        assert row["testbed"]["replies"] >= 800 and row["sim"]["n"] >= 900, row
+        assert row["testbed"]["timeouts"] == 0 and row["sim"]["timeouts"] == 0, row
+    for row in rows.values():
+        assert abs(row["mean_diff_less_floor_pct"]) <= 25.0, res
