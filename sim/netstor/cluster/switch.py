@@ -13,7 +13,8 @@ model's API (``process(frame, ingress_port, arrival=) -> [Output(port, frame, us
 * **Timing** (the device, ``docs/dataplane-spec.md`` and the README's architecture): the
   pipeline takes one 64-byte beat per cycle of its 250 MHz clock, so a frame of
   ``beats = ceil(len / 64)`` occupies the input for ``beats`` cycles (frames queue behind each
-  other); its outputs leave ``beats + 45`` cycles after it entered. The hardware ``arrival``
+  other); its outputs leave ``beats + BASE_CYCLES`` cycles after it entered (the build's header-path
+  latency + 5: 46 today). The hardware ``arrival``
   timestamp is the virtual time in 250 MHz cycles, modulo 2^32.
 * **Recirculation.** When the model can defer recirculated passes (``model.deferred``, see
   :meth:`netstor.model.dataplane.DataplaneModel.run_deferred`), a recirculated copy re-enters the
@@ -44,12 +45,24 @@ __all__ = ["SwitchNode", "default_model_class", "CLOCK_NS", "BASE_CYCLES", "pass
 
 #: the data plane's clock period (250 MHz)
 CLOCK_NS = 4
-#: fixed cycles of a pass on top of the frame's beats (header path + merge)
-BASE_CYCLES = 45
+
+
+def _base_cycles():
+    """The default bitstream's fixed cycles on top of a frame's beats: its header path
+    (``latency_cycles`` in the build's schema) + 5 (input buffer 3 after its store-and-forward
+    beats - 1, arbiter 1, egress queue 2): the port-to-port latency ``make bench`` measures."""
+    from netstor.api import load_schema
+    return int(load_schema()["latency_cycles"]) + 5
+
+
+#: fixed cycles of a pass on top of the frame's beats (45 with the 40-cycle header path; 46
+#: with the trust guard's stage)
+BASE_CYCLES = _base_cycles()
 
 
 def pass_cycles(frame_len):
-    """Cycles from a frame entering the pipeline to its outputs leaving: beats + 45."""
+    """Cycles from a frame entering the pipeline to its outputs leaving: beats +
+    :data:`BASE_CYCLES`."""
     return (frame_len + 63) // 64 + BASE_CYCLES
 
 

@@ -13,7 +13,7 @@ def test_mmc_against_erlang_c():
 
 def test_mmc_through_the_rack_switch_against_erlang_c():
     """The same queue behind the model switch: latency minus the fixed network part (cables,
-    two passes of beats + 45 cycles, serialisation) is the M/M/c response time; the fastest
+    two passes of beats + BASE_CYCLES, serialisation) is the M/M/c response time; the fastest
     request took exactly the fixed part plus its service."""
     r = mmc_rack_check(c=4, rho=0.5, mean_us=25.0, requests=150_000, seed=0)
     print(r)

@@ -73,7 +73,7 @@ def mmc_rack_check(*, c=4, rho=0.5, mean_us=25.0, requests=150_000, seed=0, warm
                    link_ns=1_000, gbps=100.0, model_class=None):
     """The same M/M/c server in a rack (one client, one server behind the model switch):
     the measured latency minus the network's fixed part -- four cables, two switch passes
-    (beats + 45 cycles each), the frames' serialisation -- against Erlang C."""
+    (beats + BASE_CYCLES each), the frames' serialisation -- against Erlang C."""
     from .frames import wire_bytes
     from .rack import RackRun
     from .switch import CLOCK_NS, pass_cycles
