@@ -61,7 +61,8 @@ import yaml
 from netstor.driver.tables import TableFullError
 from netstor.offloads import offloads
 
-__all__ = ["load_config", "apply_config", "register_section", "sections", "ConfigError"]
+__all__ = ["load_config", "apply_config", "register_section", "sections", "ConfigError",
+           "ConfigTableFull"]
 
 _SECTIONS = {}
 _CORE = {"registers", "tables", "banks", "mcast", "device", "programs"}
@@ -70,6 +71,11 @@ _TRUST_KEYS = {"trusted_ports", "trusted_sources", "request_ports"}
 
 class ConfigError(ValueError):
     """A configuration that cannot be applied; the message says where and why."""
+
+
+class ConfigTableFull(ConfigError):
+    """A configuration whose entries do not fit a table (the driver's ``TableFullError``,
+    named where in the configuration): a caller may retry with other keys."""
 
 
 def register_section(name, handler):
@@ -236,7 +242,7 @@ def _apply_table(dev, name, spec, where):
             else:
                 table.add(e["prefix"], e["action"], e.get("params") or {})
         except TableFullError as err:
-            raise ConfigError(f"{w}: {err}") from None
+            raise ConfigTableFull(f"{w}: {err}") from None
         except (KeyError, ValueError, TypeError) as err:
             raise ConfigError(f"{w}: {err.args[0] if err.args else err}") from None
 
@@ -327,7 +333,7 @@ def apply_config(dev, config, *, dry_run=False):
     except _DryRun:
         pass
     except TableFullError as e:     # an offload section's entries that do not fit
-        raise ConfigError(str(e)) from None
+        raise ConfigTableFull(str(e)) from None
     return summary
 
 

@@ -353,10 +353,10 @@ def _forward_fits(entries):
     """Whether ``rs.forward`` takes these entries: the device's table is hashed (2 ways), so a
     few keys can collide; the host API's own loader decides (as it would on the card)."""
     from netstor.compiler import config_ops
-    from netstor.driver.tables import TableFullError
+    from netstor.config import ConfigTableFull
     try:
         config_ops({"netrs": {"forward": entries}})
-    except TableFullError:
+    except ConfigTableFull:
         return False
     return True
 

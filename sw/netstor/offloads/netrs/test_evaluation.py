@@ -90,3 +90,13 @@ def test_hedged_requests_after_the_p95():
     assert all(a != b for a, b in twice.values())
     assert max(len(ss) for ss in copies.values()) == 2
     assert 0 < x["p95_us"] and r["timeouts"] == 0
+
+
+def test_forward_table_fit_is_decided_by_the_loader():
+    """``_forward_fits`` (the RSNode-id renumbering's test) says no when the entries do not
+    fit the device's hashed rs.forward table (16 entries, 2 ways: 17 cannot) and yes for a few;
+    a full table reaches it as the configuration loader's ConfigTableFull, not a traceback."""
+    from netstor.offloads.netrs.sim_schemes import _forward_fits
+    entry = {"port": 1, "dmac": "02:00:00:00:00:01", "smac": "02:00:00:00:00:02"}
+    assert _forward_fits([dict(entry, rsnode=401 + i) for i in range(3)])
+    assert not _forward_fits([dict(entry, rsnode=401 + i) for i in range(17)])
