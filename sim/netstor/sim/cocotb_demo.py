@@ -40,6 +40,7 @@ from netstor.sim.core_env import CoreEnv, setup_prim, setup_routes
 from netstor.sim.frames import (udp_frame, prim_frame, arp_frame, ipv6_frame, tcp_frame, bad_frames)
 from netstor.gateware.core import APP_ID
 from netstor.model.dataplane import DataplaneModel
+from netstor.driver.tables import TableWriter, apply_writes
 from netstor.programs.primitives import (OP_FORWARD, OP_CAS, OP_MAX, OP_MCAST, OP_RECIRC,
                                          OP_CLONE)
 
@@ -124,6 +125,8 @@ class Traffic:
         """Per input port: prim flows (src, sport) whose flow counter cells differ from every
         other port's, so per-flow state is only ever touched from one input."""
         scratch = DataplaneModel(self.env.pipeline)
+        trust_all = TableWriter(self.env.pipeline).ternary_add(
+            "prim.trust", [0, 0, 0], [0, 0, 0], "trusted", {}, 0)   # scratch: count every flow
         rng = random.Random(99)
         taken = {}
         flows = {}
@@ -137,6 +140,7 @@ class Traffic:
                     if got == want:
                         break
                     scratch.reset()
+                    apply_writes(scratch, trust_all)
                     scratch.process(prim_frame(rng, OP_FORWARD, 80, src=src, sport=sport), 0)
                     cell = next(a for a in range(1024) if scratch.mem_read("prim.flows", a))
                     if taken.get(cell, p) != p:

@@ -27,9 +27,20 @@ def pl():
     return default_pipeline()
 
 
+def trust_everything(model):
+    """Every guarded program trusts every packet (one all-wildcard entry in ``<prog>.trust``):
+    these tests are about the platform and the primitives, not the trust guard, which
+    ``test_trust.py`` covers, unconfigured included."""
+    w = TableWriter(model.pipeline)
+    for t in model.pipeline.tables:
+        if t.name == "trust":
+            apply_writes(model, w.ternary_add(t.qualname, [0, 0, 0], [0, 0, 0], "trusted", {}, 0))
+    return model
+
+
 @pytest.fixture
 def m(pl):
-    return DataplaneModel(pl)
+    return trust_everything(DataplaneModel(pl))
 
 
 @pytest.fixture
@@ -495,7 +506,7 @@ def test_exact_ways_collisions_and_full(m, tw, pl):
         hits += 1
     assert m.counter("prim.ops.hit") == hits
     # an entry at a slot that is not the key's hashed slot is never found
-    m2 = DataplaneModel(pl)
+    m2 = trust_everything(DataplaneModel(pl))
     k = 1
     good = tw.exact_slots("prim.ops", [k])
     bad = next(a for a in range(t.size) if a not in good)
@@ -659,7 +670,7 @@ def test_bad_udp_checksum_stays_bad(m, tw):
     csum = Ether(good)[UDP].chksum
     bad = prim_frame(OP_FORWARD, chksum=csum ^ 0x0101)
     (og,) = m.process(good, 2)
-    m2 = DataplaneModel(m.pipeline)              # the same flow count (1) in both
+    m2 = trust_everything(DataplaneModel(m.pipeline))  # the same flow count (1) in both
     apply_writes(m2, TableWriter(m.pipeline).exact_add("prim.ops", [OP_FORWARD], "forward",
                                                         {"port": 1}))
     (ob,) = m2.process(bad, 2)

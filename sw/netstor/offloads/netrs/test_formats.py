@@ -65,7 +65,9 @@ def test_formats_predict_the_data_plane():
         for o in ops:
             apply_writes(model, o)
     for o in (tw.lpm_add("rs.tgroups", 0x0A000000, 8, "rsnode", {"rid": 5, "tg": 0}),
-              tw.exact_add("rs.local", [5], "local")):
+              tw.exact_add("rs.local", [5], "local"),
+              # trust: responses and requests from every port (test_trust covers the guard)
+              tw.ternary_add("rs.trust", [0, 0, 0], [0, 0, 0], "trusted", {}, 0)):
         apply_writes(model, o)
     state = {s: [0, 0, 0, 0] for s in sets}
     cells = [0] * 8
