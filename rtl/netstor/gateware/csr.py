@@ -72,7 +72,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from amaranth.hdl import Signal, Module, Cat, Const
+from amaranth.hdl import Signal, Module, Cat, Const, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -332,24 +332,38 @@ class AxiLiteCsr(wiring.Component):
 
     Write path: AW and W are each taken into a one-entry holding register (``awready`` /
     ``wready`` are low while it is full), in either order or together. In the first cycle both
-    are held and no response is pending, the write is performed; ``bvalid`` rises the next
-    cycle, with the register already updated. Latency: AW+W accepted in cycle 0 -> ``bvalid``
-    in cycle 2; throughput one write per 2 cycles when ``bready`` is high.
+    are held and no response is pending, the word address is decoded into registers (a hit per
+    group of ``2**GROUP_BITS`` words and a one-hot of the low bits); the next cycle performs the
+    write (the word's enable is one LUT of those registers and the strobe) and ``bvalid`` rises
+    the cycle after, with the register already updated. Latency: AW+W accepted in cycle 0 ->
+    ``bvalid`` in cycle 3; throughput one write per 3 cycles when ``bready`` is high.
 
-    Read path: AR into a one-entry holding register (``arready = ~held & ~rvalid``); the next
-    cycle decodes it into the registered ``rdata``. Latency: AR accepted in cycle 0 ->
-    ``rvalid`` in cycle 2; one read per 3 cycles. Responses are always OKAY.
+    Read path: AR into a one-entry holding register (``arready = ~held & ~busy & ~rvalid``);
+    R1 registers, per group of ``2**GROUP_BITS`` words, the word picked by the low address bits
+    and whether the group is the addressed one (and performs the read side effects); R2 ORs the
+    groups into the registered ``rdata``. Latency: AR accepted in cycle 0 -> ``rvalid`` in
+    cycle 3; one read per 4 cycles. Responses are always OKAY. (Every decoder is a tree of
+    registered stages so that no path is deeper than a few LUTs at any map size.)
 
     Counters: a 64-bit accumulator each, ``acc += inc`` every cycle. Reading the low word
     returns bits 31:0 and copies bits 63:32 into the counter's high-word shadow in the same
-    cycle; the high word reads the shadow.
+    cycle (R1); the high word reads the shadow.
 
-    Indirect access: accepting a valid ``command`` raises the selected port's ``req`` the next
-    cycle (``we``, ``addr``, ``wdata`` come straight from the staging registers, frozen while
-    busy); the cycle after ``ack``, ``req`` is low, ``status`` is 0 and, on a read,
-    ``data[]`` holds ``rdata`` (zero-extended). So an owner that acks combinationally with
-    ``req`` completes a command in one cycle; a registered ``ack <= req & ~ack`` works too.
+    Indirect access: the memory a command goes to (``select`` and ``address`` in range) is
+    decoded continuously into one registered hit per memory. Accepting a valid ``command``
+    sets ``status`` busy; the next cycle raises the selected port's ``req`` (``we``, ``addr``,
+    ``wdata`` come straight from the staging registers, frozen while busy), or sets ``status``
+    to 2 when no memory matched. ``req`` falls the cycle after ``ack``; the acks and the
+    acking memory's ``rdata`` pass two registered OR stages (``ACK_FANIN`` memories per first
+    stage), so ``status`` is 0 and, on a read, ``data[]`` holds ``rdata`` (zero-extended) two
+    cycles after the ``ack`` cycle. An owner may ack combinationally with ``req`` or later
+    (a registered ``ack <= req & ~ack`` works too).
     """
+
+    #: read/write decode: words are grouped by their address bits above GROUP_BITS
+    GROUP_BITS = 4
+    #: memories per first-level group of the completion OR tree
+    ACK_FANIN = 6
 
     def __init__(self, builder, schema, *, n_data):
         self._builder = builder
@@ -361,13 +375,14 @@ class AxiLiteCsr(wiring.Component):
         m = Module()
         b = self._builder
         sc = self.schema
+        G = self.GROUP_BITS
 
         # ------------------------------------------------------------ AXI-Lite write channel
         aw_full = Signal()
-        aw_addr = Signal(b.addr_width)
+        aw_addr = Signal(b.addr_width, reset_less=True)
         w_full = Signal()
-        w_data = Signal(32)
-        w_strb = Signal(4)
+        w_data = Signal(32, reset_less=True)
+        w_strb = Signal(4, reset_less=True)
         bvalid = self.s_axil_bvalid
         m.d.comb += [
             self.s_axil_awready.eq(~aw_full),
@@ -381,32 +396,52 @@ class AxiLiteCsr(wiring.Component):
             m.d.sync += [w_full.eq(1), w_data.eq(self.s_axil_wdata), w_strb.eq(self.s_axil_wstrb)]
         with m.If(bvalid & self.s_axil_bready):
             m.d.sync += bvalid.eq(0)
+        # W1: decode (registered select); W2 (wr_pend): perform, then bvalid
+        wr_pend = Signal()
         do_write = Signal()
-        m.d.comb += do_write.eq(aw_full & w_full & ~bvalid)
-        with m.If(do_write):
+        m.d.comb += do_write.eq(aw_full & w_full & ~bvalid & ~wr_pend)
+        m.d.sync += wr_pend.eq(do_write)
+        with m.If(wr_pend):
             m.d.sync += [aw_full.eq(0), w_full.eq(0), bvalid.eq(1)]
-        wr_en = Signal()
-        m.d.comb += wr_en.eq(do_write & w_strb.any())
         wr_word = aw_addr[2:]
+        wr_lo = Signal(2 ** G, reset_less=True)        # one-hot of the word's low bits
+        m.d.sync += wr_lo.eq(1 << wr_word[:G])
+        strb_any = Signal()
+        m.d.comb += strb_any.eq(w_strb.any())
 
         # ------------------------------------------------------------- AXI-Lite read channel
         ar_full = Signal()
-        ar_addr = Signal(b.addr_width)
+        ar_addr = Signal(b.addr_width, reset_less=True)
+        rd_s1 = Signal()                   # the group values are registered
         rvalid = self.s_axil_rvalid
         rdata = self.s_axil_rdata
-        m.d.comb += self.s_axil_arready.eq(~ar_full & ~rvalid)
-        with m.If(self.s_axil_arvalid & ~ar_full & ~rvalid):
+        m.d.comb += self.s_axil_arready.eq(~ar_full & ~rd_s1 & ~rvalid)
+        with m.If(self.s_axil_arvalid & ~ar_full & ~rd_s1 & ~rvalid):
             m.d.sync += [ar_full.eq(1), ar_addr.eq(self.s_axil_araddr)]
         with m.If(rvalid & self.s_axil_rready):
             m.d.sync += rvalid.eq(0)
         rd_en = Signal()
         m.d.comb += rd_en.eq(ar_full)
+        m.d.sync += rd_s1.eq(rd_en)
         with m.If(rd_en):
-            m.d.sync += [ar_full.eq(0), rvalid.eq(1)]
+            m.d.sync += ar_full.eq(0)
+        with m.If(rd_s1):
+            m.d.sync += rvalid.eq(1)
         rd_word = ar_addr[2:]
 
         # word index -> read value / read side effect / write action
         reads, read_fx, writes = {}, {}, {}
+
+        # write enable of word `word` in the perform cycle: registered group hit & low one-hot
+        wr_hi = {}
+
+        def wr_hit(word):
+            g = word >> G
+            if g not in wr_hi:
+                h = Signal(name=f"wr_hit_g{g}", reset_less=True)
+                m.d.sync += h.eq(wr_word[G:] == g)
+                wr_hi[g] = h
+            return wr_pend & wr_hi[g] & wr_lo[word & (2 ** G - 1)]
 
         def strobed(sig, lo, n):
             """Take the strobed bytes of w_data into sig[lo:lo+n] (n <= 32)."""
@@ -427,11 +462,11 @@ class AxiLiteCsr(wiring.Component):
 
         # -------------------------------------------------------------- indirect access
         ind = sc["indirect"]
-        sel = Signal(32)
-        address = Signal(32)
+        sel = Signal(32, reset_less=True)
+        address = Signal(32, reset_less=True)
         status = Signal(2)
-        cur_we = Signal()
-        data = [Signal(32, name=f"data{i}") for i in range(self.n_data)]
+        cur_we = Signal(reset_less=True)
+        data = [Signal(32, name=f"data{i}", reset_less=True) for i in range(self.n_data)]
         busy = Signal()
         m.d.comb += busy.eq(status == STATUS_BUSY)
         reads[ind["select"] // 4] = sel
@@ -450,17 +485,38 @@ class AxiLiteCsr(wiring.Component):
             reads[off // 4] = d
             writes[off // 4] = guarded(d)
 
+        # The memory a command goes to is decoded ahead, registered: select/address change
+        # only by bus writes (never while busy), and a command is performed at least three
+        # cycles after the write before it, when these registers have settled.
+        mem_hit = [Signal(name=f"mem_hit{i}", reset_less=True) for i in range(len(b.memories))]
+        for mem, h in zip(b.memories, mem_hit):
+            m.d.sync += h.eq((sel == mem.id) & (address < mem.depth))
+        any_hit = Signal(reset_less=True)
+        m.d.sync += any_hit.eq(Cat(*mem_hit).any() if mem_hit else 0)
+        cmd_go = Signal()              # the cycle after an accepted command
+        cmd_ok = Signal(reset_less=True)
+        m.d.sync += cmd_go.eq(0)
+        m.d.sync += cmd_ok.eq((w_data == CMD_READ) | (w_data == CMD_WRITE))
+
         def command():
             with m.If(~busy):
-                m.d.sync += status.eq(STATUS_ERROR)
-                with m.If((w_data == CMD_READ) | (w_data == CMD_WRITE)):
-                    for mem in b.memories:
-                        with m.If((sel == mem.id) & (address < mem.depth)):
-                            m.d.sync += [mem.port.req.eq(1), status.eq(STATUS_BUSY),
-                                         cur_we.eq(w_data == CMD_WRITE)]
+                with m.If(cmd_ok):
+                    m.d.sync += [status.eq(STATUS_BUSY), cmd_go.eq(1),
+                                 cur_we.eq(w_data == CMD_WRITE)]
+                with m.Else():
+                    m.d.sync += status.eq(STATUS_ERROR)
         writes[ind["command"] // 4] = command
 
+        with m.If(cmd_go):
+            with m.If(any_hit):
+                for mem, h in zip(b.memories, mem_hit):
+                    m.d.sync += mem.port.req.eq(h)
+            with m.Else():
+                m.d.sync += status.eq(STATUS_ERROR)
+
+        # completion: the acks and the acking memory's rdata go through registered OR trees
         all_data = Cat(*data) if data else Const(0, 1)
+        acks, rds = [], []
         for mem in b.memories:
             port = mem.port
             m.d.comb += [
@@ -468,12 +524,29 @@ class AxiLiteCsr(wiring.Component):
                 port.addr.eq(address[:len(port.addr)]),
                 port.wdata.eq(all_data[:mem.entry_width]),
             ]
-            with m.If(busy & port.req & port.ack):
-                m.d.sync += [port.req.eq(0), status.eq(STATUS_DONE)]
+            with m.If(port.ack):
+                m.d.sync += port.req.eq(0)
+            got = port.req & port.ack
+            acks.append(got)
+            rds.append(Mux(got, port.rdata, 0))
+        dw = 32 * self.n_data
+        if b.memories:
+            acks_a, rds_a = [], []
+            for k in range(0, len(acks), self.ACK_FANIN):
+                a = Signal(name=f"ack_grp{k}")
+                r = Signal(max(1, dw), name=f"rdata_grp{k}", reset_less=True)
+                m.d.sync += [a.eq(Cat(*acks[k:k + self.ACK_FANIN]).any()),
+                             r.eq(_or_all(rds[k:k + self.ACK_FANIN]))]
+                acks_a.append(a)
+                rds_a.append(r)
+            ack_b = Signal()
+            rd_b = Signal(max(1, dw), reset_less=True)
+            m.d.sync += [ack_b.eq(Cat(*acks_a).any()), rd_b.eq(_or_all(rds_a))]
+            with m.If(ack_b):
+                m.d.sync += status.eq(STATUS_DONE)
                 with m.If(~cur_we):
                     for i, d in enumerate(data):
-                        lo = 32 * i
-                        m.d.sync += d.eq(port.rdata[lo:lo + 32] if lo < mem.entry_width else 0)
+                        m.d.sync += d.eq(rd_b[32 * i:32 * i + 32])
 
         # -------------------------------------------------------------------- registers
         for r in b.regs:
@@ -488,7 +561,7 @@ class AxiLiteCsr(wiring.Component):
         for c in b.counters:
             safe = c.name.replace(".", "__")
             acc = Signal(64, name=f"{safe}_acc")
-            shadow = Signal(32, name=f"{safe}_hi")
+            shadow = Signal(32, name=f"{safe}_hi", reset_less=True)
             m.d.sync += acc.eq(acc + c.inc)   # a clear below overrides this
             word = c.offset // 4
             reads[word] = acc[:32]
@@ -504,18 +577,40 @@ class AxiLiteCsr(wiring.Component):
             writes[word] = clear
 
         # ----------------------------------------------------------------- decoders
-        with m.If(wr_en):
-            with m.Switch(wr_word):
-                for word, action in sorted(writes.items()):
-                    with m.Case(word):
-                        action()
-        with m.If(rd_en):
-            with m.Switch(rd_word):
-                for word, value in sorted(reads.items()):
-                    with m.Case(word):
-                        m.d.sync += rdata.eq(value)
-                        if word in read_fx:
-                            read_fx[word]()
+        # writes: the registered group hit and low-bits one-hot enable each word's action
+        with m.If(strb_any):
+            for word, action in sorted(writes.items()):
+                with m.If(wr_hit(word)):
+                    action()
+        # reads: R1 registers, per group of 2**G words, the word the low bits pick and whether
+        # the group is the addressed one (and performs the read side effects); R2 ORs them.
+        groups = {}
+        for word, value in reads.items():
+            groups.setdefault(word >> G, {})[word & (2 ** G - 1)] = value
+        picks = []
+        for g, items in sorted(groups.items()):
+            hit = Signal(name=f"rd_hit_g{g}", reset_less=True)
+            val = Signal(32, name=f"rd_val_g{g}", reset_less=True)
+            m.d.sync += hit.eq(rd_word[G:] == g)
+            with m.Switch(rd_word[:G]):
+                for lo, value in sorted(items.items()):
+                    with m.Case(lo):
+                        m.d.sync += val.eq(value)
                 with m.Default():
-                    m.d.sync += rdata.eq(0)
+                    m.d.sync += val.eq(0)
+            picks.append(Mux(hit, val, 0))
+        with m.If(rd_en):
+            for word, fx in sorted(read_fx.items()):
+                with m.If(rd_word == word):
+                    fx()
+        with m.If(rd_s1):
+            m.d.sync += rdata.eq(_or_all(picks) if picks else 0)
         return m
+
+
+def _or_all(values):
+    """Bitwise OR of a list of Values (Amaranth balances nothing; Yosys maps it to a tree)."""
+    acc = values[0]
+    for v in values[1:]:
+        acc = acc | v
+    return acc
