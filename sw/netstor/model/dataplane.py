@@ -14,6 +14,7 @@ memory                            depth                         reset
 ``<prog>.<table>.default``        1                             declared default
 ``<prog>.<bank>``                 bank depth                    0
 ``tm.mcast``                      ``pipeline.mcast_groups``     0 (empty group)
+``tm.groups`` (``groups="list"``) ``pipeline.mcast_groups``     0 (empty group)
 ================================= ============================= =====================
 
 Registers: ``parser.udp_port.<prog>`` (16 bits) for every program with a storage header.
@@ -36,6 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from netstor.lang import PARSE_ERRORS, APP_BYTES
+
+from .replication import GROUP_BITS, group_copies, truncate_frame
 
 __all__ = ["DataplaneModel", "Output", "MAX_FRAME", "ones_add", "ipv4_header_checksum"]
 
@@ -130,9 +133,14 @@ class _Mem:
 class DataplaneModel:
     """A cycle-free model of the data plane of ``pipeline`` (a :class:`netstor.lang.Pipeline`)."""
 
-    def __init__(self, pipeline):
+    def __init__(self, pipeline, *, groups="bitmap"):
+        if groups not in ("bitmap", "list"):
+            raise ValueError(f"groups must be 'bitmap' or 'list', not {groups!r}")
         self.pipeline = pipeline
         self.P = pipeline.n_ports
+        #: multicast semantics: "bitmap" (``tm.mcast``: one copy per port, the default core's
+        #: traffic manager) or "list" (``tm.groups``: copy lists, :mod:`.replication`)
+        self.groups = groups
         self.deferred = None            # see run_deferred
         if pipeline.n_inputs > 16:
             raise ValueError("meta.ingress_port is 4 bits: at most 7 network ports")
@@ -149,7 +157,10 @@ class DataplaneModel:
                 self._add_mem(name, depth, width, reset)
         for b in pipeline.banks:
             self._add_mem(b.qualname, b.depth, b.width)
-        self._add_mem("tm.mcast", pipeline.mcast_groups, 2 * self.P + 16 * 2 * self.P)
+        if groups == "list":
+            self._add_mem("tm.groups", pipeline.mcast_groups, GROUP_BITS)
+        else:
+            self._add_mem("tm.mcast", pipeline.mcast_groups, 2 * self.P + 16 * 2 * self.P)
         for p in pipeline.programs:
             if p.hdr_type is not None:
                 self._regs[f"parser.udp_port.{p.name}"] = [p.udp_port, 16, p.udp_port]
@@ -412,7 +423,10 @@ class DataplaneModel:
     def process(self, frame, ingress_port, *, user=0, arrival=0) -> list:
         """Run one frame arriving on input ``ingress_port`` (0..P-1 wire RX, P..2P-1 host TX)
         through the data plane. Returns the output frames: the direct copies first (multicast
-        copies in increasing port order), then the outputs of the recirculated copy, if any."""
+        copies in increasing port order, or in list order with ``groups="list"``), then the
+        outputs of the recirculated copy, if any. A copy whose ``meta.truncate`` is set (a PHV
+        field the language does not declare yet) leaves header-only
+        (:func:`.replication.truncate_frame`)."""
         P = self.P
         if not (isinstance(ingress_port, int) and 0 <= ingress_port < 2 * P):
             raise ValueError(f"ingress port {ingress_port!r} out of range 0..{2 * P - 1} "
@@ -442,6 +456,7 @@ class DataplaneModel:
         self._run(self.pipeline.elements, phv)
         # traffic manager
         copies = []           # (port, rid)
+        groups_list = self.groups == "list"
         to_recirc = False
         if phv["meta.drop"]:
             self.count("tm.drop")
@@ -449,7 +464,16 @@ class DataplaneModel:
             to_recirc = True
         else:
             group = phv["meta.mcast_group"]
-            if group != 0:
+            if group != 0 and groups_list:
+                made, bad = [], 0
+                if group < self.pipeline.mcast_groups:
+                    made, bad = group_copies(self._mems["tm.groups"].words[group], 2 * P)
+                if not made and not bad:
+                    self.count("tm.mcast_empty")
+                if bad:
+                    self.count("tm.bad_port", bad)
+                copies += made          # list order; a port may appear any number of times
+            elif group != 0:
                 ports = word = 0
                 if group < self.pipeline.mcast_groups:
                     word = self._mems["tm.mcast"].words[group]
@@ -473,6 +497,8 @@ class DataplaneModel:
             # no meaning after the traffic manager, so the copy is still sent
             self._run(self.pipeline.egress_elements, cp)
             data = self.deparse(frame, cp)
+            if cp.get("meta.truncate"):
+                data = truncate_frame(data, cp)
             if q < P:       # wire TX: the host TX tuser when the packet came from host TX
                 out_user = user if P <= inp < 2 * P else 0
             else:           # host RX: the wire RX tuser (error bit 0) when it came from wire RX
