@@ -12,7 +12,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .axis import (LEN_WIDTH, axis_signature, beat_layout, beats_for_len, checked_init,
-                   keep_count, pkt_layout)
+                   pkt_layout)
 
 __all__ = ["PacketBuffer", "EgressQueue", "MIN_FRAME"]
 
@@ -35,8 +35,9 @@ class PacketBuffer(wiring.Component):
     (no bubble inside a packet), and the first beat of the next complete packet follows the
     last beat of the previous one on the next cycle (no bubble between ready packets).
 
-    Length: ``L = (beats - 1) * data_width/8 + popcount(keep of the last beat)``; beats other
-    than the last are assumed full (as Corundum's MACs and FIFOs produce them). A last beat
+    Length: ``L = (beats - 1) * data_width/8 + k``, ``k`` = the index of the last beat's highest
+    kept byte + 1 (its popcount, for the contiguous keep every AXI-Stream packer and Corundum
+    produce; decoded as a thermometer, no popcount); beats other than the last are assumed full (as Corundum's MACs and FIFOs produce them). A last beat
     with ``keep == 0`` is not stored (the beat before it becomes the last), so every packet on
     ``o`` has exactly ``ceil(len / (data_width/8))`` beats, which :class:`EgressQueue` and the
     pipeline rely on. ``o`` carries the stored ``keep`` of each beat, ``last`` on the packet's
@@ -128,9 +129,10 @@ class PacketBuffer(wiring.Component):
         # ---- write side -------------------------------------------------------------
         first = Signal(init=1)             # the next beat starts a frame
         idx = Signal(range(lim + 1))       # index of the next beat within the frame
+        idx_p1 = Signal(range(lim + 2), init=1)    # idx + 1
         too_long = Signal()                # sticky: frame has more than `lim` beats
         full_q = Signal()                  # sticky: a beat was lost for lack of room
-        user_q = Signal(self.user_width)   # tuser of the first beat
+        user_q = Signal(self.user_width, reset_less=True)   # tuser of the first beat
 
         cur_idx = Mux(first, 0, idx)
         cur_too_long = Signal()
@@ -151,11 +153,42 @@ class PacketBuffer(wiring.Component):
             wp.en.eq(accept & ~cur_too_long & ~cur_full),
         ]
 
+        # Length without a popcount: the last beat's keep is read as a thermometer. ``thermo``
+        # is its suffix OR (bit b set when any byte >= b is kept), so the beat carries
+        # ``kc = highest kept byte + 1`` bytes (the popcount of a contiguous keep, as Corundum
+        # produces it). The drop decision compares only single thermometer bits and flags of
+        # the beat index; ``kc`` itself (a one-hot-to-binary encode) feeds the descriptor.
+        keep = self.i.payload.keep
+        thermo = Signal(bpb)
+        for b in range(bpb):
+            m.d.comb += thermo[b].eq(keep[b:].any())
+        onehot = Signal(bpb)             # the highest kept byte
+        m.d.comb += onehot.eq(thermo & ~(thermo >> 1))
+        kc = Signal(range(bpb + 1))
+        for j in range(len(kc)):
+            terms = [onehot[b] for b in range(bpb) if (b + 1) >> j & 1]
+            m.d.comb += kc[j].eq(Cat(*terms).any() if terms else 0)
+        nonempty = thermo[0]
+        idx_n = Signal(range(lim + 2))   # cur_idx + 1, without an adder on the data path
+        m.d.comb += idx_n.eq(Mux(first, 1, idx_p1))
         length = Signal(LEN_WIDTH + 1)
-        m.d.comb += length.eq(cur_idx * bpb + keep_count(self.i.payload.keep))
+        m.d.comb += length.eq(Mux(thermo[bpb - 1], idx_n * bpb, cur_idx * bpb + kc))
+
+        def len_below(c):
+            """``cur_idx * bpb + kc < c`` from the beat index and one thermometer bit."""
+            q, r = divmod(c, bpb)
+            terms = []
+            if q >= 2:
+                terms.append(cur_idx <= q - 2)
+            if q >= 1:
+                terms.append((cur_idx == q - 1) & (~thermo[bpb - 1] if r == 0 else 1))
+            if r > 0:
+                terms.append((cur_idx == q) & ~thermo[r - 1])
+            return Cat(*terms).any() if terms else Const(0)
+
         cur_user = Mux(first, self.i.payload.user, user_q)
-        is_over = cur_too_long | (length > self.max_frame)
-        is_runt = ~cur_too_long & (length < MIN_FRAME)
+        is_over = cur_too_long | ~len_below(self.max_frame + 1)
+        is_runt = ~cur_too_long & len_below(MIN_FRAME)
         is_err = Const(0)
         if self.error_bit:
             is_err = self.i.payload.user[0]
@@ -167,17 +200,17 @@ class PacketBuffer(wiring.Component):
         ]
         # A last beat without any byte (tkeep == 0, legal AXI-Stream, never from Corundum) is
         # not kept, so that a packet always has ceil(len / bytes_per_beat) beats.
-        nonempty = self.i.payload.keep != 0
         m.d.comb += [
             w_desc.len.eq(length),
             w_desc.user.eq(cur_user),
-            w_desc.beats.eq(cur_idx + nonempty),
+            w_desc.beats.eq(Mux(nonempty, idx_n, cur_idx)),
         ]
         with m.If(accept):
             with m.If(first):
                 m.d.sync += user_q.eq(self.i.payload.user)
             with m.If(self.i.payload.last):
-                m.d.sync += [first.eq(1), idx.eq(0), too_long.eq(0), full_q.eq(0)]
+                m.d.sync += [first.eq(1), idx.eq(0), idx_p1.eq(1), too_long.eq(0),
+                             full_q.eq(0)]
                 with m.If(is_runt):
                     m.d.sync += [self.drop_runt.eq(1), wr_ptr.eq(start_ptr)]
                 with m.Elif(is_over):
@@ -193,6 +226,7 @@ class PacketBuffer(wiring.Component):
                 m.d.sync += [
                     first.eq(0),
                     idx.eq(Mux(cur_idx >= lim, lim, cur_idx + 1)),
+                    idx_p1.eq(Mux(cur_idx >= lim, lim + 1, cur_idx + 2)),
                     too_long.eq(cur_too_long),
                     full_q.eq(cur_full),
                 ]
@@ -203,11 +237,11 @@ class PacketBuffer(wiring.Component):
         # The read port's data register is the output register for data/keep; last, len and
         # user are registered alongside with the same enable.
         remaining = Signal(range(D + 1))   # beats of the current packet not yet read
-        cur_len = Signal(LEN_WIDTH)
-        cur_user_r = Signal(self.user_width)
-        o_last = Signal()
-        o_len = Signal(LEN_WIDTH)
-        o_user = Signal(self.user_width)
+        cur_len = Signal(LEN_WIDTH, reset_less=True)
+        cur_user_r = Signal(self.user_width, reset_less=True)
+        o_last = Signal(reset_less=True)
+        o_len = Signal(LEN_WIDTH, reset_less=True)
+        o_user = Signal(self.user_width, reset_less=True)
 
         en = Signal()
         m.d.comb += [
