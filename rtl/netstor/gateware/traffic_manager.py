@@ -29,8 +29,9 @@ takes the PHV stream, makes the copies as registered PHV streams (egress port an
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -39,7 +40,8 @@ from .csr import memory_port_signature
 from .kit import HwEnv
 
 __all__ = ["TrafficManager", "Replicator", "TM_LATENCY", "request_layout", "decision_layout",
-           "counter_layout"]
+           "counter_layout", "ReplicationEngine", "copy_layout", "engine_counter_layout",
+           "GROUP_COPIES", "GROUP_WORD_BITS"]
 
 #: cycles from a PHV entering :class:`Replicator` to its copies leaving it
 TM_LATENCY = 2
@@ -196,4 +198,168 @@ class Replicator(wiring.Component):
             m.d.sync += [e("meta.egress_port").eq(q), e("meta.rid").eq(tm.o.payload.rids[q])]
         m.d.sync += [self.recirc.valid.eq(tm.o.payload.recirc),
                      self.recirc.payload.eq(t1_phv)]
+        return m
+
+
+# ---- replication engine (issue 12 item 3): copy lists -------------------------------------------
+#: copies per group, and the ``tm.groups`` word (netstor.model.replication is the reference):
+#: ``n (5) | copy[0] | ... | copy[15]``, copy = ``port (4) | rid (16)``
+GROUP_COPIES = 16
+GROUP_COUNT_BITS = 5
+GROUP_PORT_BITS = 4
+GROUP_RID_BITS = 16
+GROUP_COPY_BITS = GROUP_PORT_BITS + GROUP_RID_BITS
+GROUP_WORD_BITS = GROUP_COUNT_BITS + GROUP_COPIES * GROUP_COPY_BITS
+
+
+def copy_layout(tag_width):
+    """One copy out of :class:`ReplicationEngine`: ``port``, ``rid``, the packet's ``tag``,
+    ``first`` / ``last`` (the packet's first / last copy made)."""
+    return data.StructLayout({"port": GROUP_PORT_BITS, "rid": GROUP_RID_BITS,
+                              "tag": tag_width, "first": 1, "last": 1})
+
+
+def engine_counter_layout():
+    """:class:`ReplicationEngine`'s counter pulses: ``mcast_empty`` (a group listing no copy,
+    or a group number ``>= n_groups``), ``bad_port`` (one listed copy to a port
+    ``>= n_outputs``: not made), ``overflow`` (a packet refused: descriptor FIFO full)."""
+    return data.StructLayout({"mcast_empty": 1, "bad_port": 1, "overflow": 1})
+
+
+class ReplicationEngine(wiring.Component):
+    """Multicast as copy lists: a packet (a descriptor ``{group, tag}``; ``tag`` names the
+    packet stored once, e.g. its packet-store slot) becomes the group's copies, in list order,
+    **one copy per clock**, back to back across packets (``netstor.model.replication``).
+
+    * Group memory: ``n_groups`` words of :data:`GROUP_WORD_BITS` (325) bits, one synchronous
+      read port (BRAM: 4,096 groups = 1.3 Mbit), one write port. The host port ``mc``
+      (:func:`~.csr.memory_port_signature`, the :class:`~.csr.MemoryPort` protocol: a write
+      lands in the request's first cycle, ``ack`` two cycles later, a read's ``rdata`` valid in
+      the ``ack`` cycle) reads through the packets' read port: a host read takes it in the
+      request's first cycle (the engine waits that cycle), so the host never starves and the
+      memory has no second read port.
+    * ``i`` (valid only, never stalled): descriptors enter a ``fifo_depth`` FIFO; one that finds
+      it full is refused (``cnt.overflow``).
+    * Pipeline: FIFO head -> memory read (1 cycle) -> per-copy masks registered into a
+      4-entry prefetch FIFO (listed: ``i < n``; made: also ``port < n_outputs``; an entry
+      listing nothing is counted ``mcast_empty`` and dropped) -> the current list, a shift
+      register that emits copy 0 and shifts each cycle ``o`` takes it. The next list loads in
+      the cycle the current one's last listed copy leaves, so copies of successive packets
+      leave back to back; a listed copy to a bad port costs one idle cycle (``bad_port``).
+    * ``o``: stream of :func:`copy_layout` with ``ready`` (the packet store / egress lane may
+      wait). Latency: a descriptor's first copy is valid 5 cycles after it enters ``i`` (with
+      the FIFOs empty and no host read). Throughput: one copy per clock.
+    """
+
+    def __init__(self, n_outputs, n_groups=4096, *, group_width=12, tag_width=8,
+                 fifo_depth=16):
+        if not 1 <= n_outputs <= 1 << GROUP_PORT_BITS:
+            raise ValueError("n_outputs must fit the 4-bit port of a copy")
+        self.n_outputs, self.n_groups = n_outputs, n_groups
+        self.group_width, self.tag_width, self.fifo_depth = group_width, tag_width, fifo_depth
+        super().__init__({
+            "i": In(flow_signature(data.StructLayout({"group": group_width,
+                                                      "tag": tag_width}))),
+            "mc": In(memory_port_signature(GROUP_WORD_BITS, n_groups)),
+            "o": Out(stream.Signature(copy_layout(tag_width))),
+            "cnt": Out(engine_counter_layout()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        N, CB, tw = GROUP_COPIES, GROUP_COPY_BITS, self.tag_width
+        gbits = max(1, (self.n_groups - 1).bit_length())
+
+        # ---- descriptor FIFO ----------------------------------------------------------------
+        dw = self.group_width + tw
+        dfifo = m.submodules.dfifo = SyncFIFO(width=dw, depth=self.fifo_depth)
+        m.d.comb += [dfifo.w_data.eq(Cat(self.i.payload.group, self.i.payload.tag)),
+                     dfifo.w_en.eq(self.i.valid)]
+        m.d.sync += self.cnt.overflow.eq(self.i.valid & ~dfifo.w_rdy)
+        head_group = dfifo.r_data[:self.group_width]
+        head_tag = dfifo.r_data[self.group_width:]
+
+        # ---- group memory and its host port -------------------------------------------------
+        mem = m.submodules.groups = Memory(shape=GROUP_WORD_BITS, depth=self.n_groups, init=[])
+        rp, wp = mem.read_port(), mem.write_port()
+        mc = self.mc
+        mpend = Signal()
+        first = mc.req & ~mpend & ~mc.ack
+        hread = Signal()
+        m.d.comb += hread.eq(first & ~mc.we)
+        m.d.comb += [wp.addr.eq(mc.addr), wp.data.eq(mc.wdata), wp.en.eq(first & mc.we)]
+        m.d.sync += [mpend.eq(first), mc.ack.eq(mpend)]
+        h_rdata = Signal(GROUP_WORD_BITS, reset_less=True)
+        m.d.sync += h_rdata.eq(rp.data)          # read at t, data at t+1, ack at t+2
+        m.d.comb += mc.rdata.eq(h_rdata)
+
+        # ---- issue: one memory read per packet, with credit for the prefetch FIFO ----------
+        pf_depth = 4
+        pf = m.submodules.prefetch = SyncFIFO(width=2 * N + CB * N + tw, depth=pf_depth)
+        pending = Signal()                       # a read whose data is on rp.data
+        l_valid = Signal()                       # its masks registered, written to pf now
+        p_tag = Signal(tw, reset_less=True)
+        p_inrange = Signal(reset_less=True)
+        credit = (pf.level + pending + l_valid) < pf_depth
+        issue = Signal()
+        m.d.comb += issue.eq(dfifo.r_rdy & credit & ~hread)
+        m.d.comb += [dfifo.r_en.eq(issue), rp.en.eq(1),
+                     rp.addr.eq(Mux(hread, mc.addr, head_group[:gbits]))]
+        m.d.sync += [pending.eq(issue)]
+        m.d.sync += [p_tag.eq(head_tag),
+                     p_inrange.eq(head_group < self.n_groups)]
+
+        # ---- landing: masks from the entry, into the prefetch FIFO (registered) -------------
+        entry = rp.data
+        n = entry[:GROUP_COUNT_BITS]
+        l_listed = Signal(N, reset_less=True)
+        l_made = Signal(N, reset_less=True)
+        l_copies = Signal(CB * N, reset_less=True)
+        l_tag = Signal(tw, reset_less=True)
+        m.d.sync += l_valid.eq(pending)
+        for k in range(N):
+            port = entry[GROUP_COUNT_BITS + CB * k:GROUP_COUNT_BITS + CB * k + GROUP_PORT_BITS]
+            listed = p_inrange & (n > k)
+            m.d.sync += [l_listed[k].eq(listed), l_made[k].eq(listed & (port < self.n_outputs))]
+        m.d.sync += [l_copies.eq(entry[GROUP_COUNT_BITS:]), l_tag.eq(p_tag)]
+        l_empty = l_listed == 0
+        m.d.comb += [pf.w_en.eq(l_valid & ~l_empty),
+                     pf.w_data.eq(Cat(l_listed, l_made, l_copies, l_tag))]
+        m.d.sync += self.cnt.mcast_empty.eq(l_valid & l_empty)
+
+        # ---- the current list ---------------------------------------------------------------
+        c_listed = Signal(N)                     # control: reset
+        c_made = Signal(N, reset_less=True)
+        c_copies = Signal(CB * N, reset_less=True)
+        c_tag = Signal(tw, reset_less=True)
+        c_first = Signal(reset_less=True)
+        c_rest = Signal(init=1)                  # c_listed[1:] == 0, kept registered
+        c_rest_made = Signal(reset_less=True)    # c_made[1:] == 0
+        busy = c_listed[0]                       # listed copies are a prefix: i < n
+        emit = c_listed[0] & c_made[0]
+        step = Signal()
+        m.d.comb += step.eq(busy & (~emit | self.o.ready))
+        load = Signal()
+        m.d.comb += load.eq(pf.r_rdy & (~busy | (step & c_rest)))
+        m.d.comb += pf.r_en.eq(load)
+        f_listed = pf.r_data[:N]
+        f_made = pf.r_data[N:2 * N]
+        f_copies = pf.r_data[2 * N:2 * N + CB * N]
+        f_tag = pf.r_data[2 * N + CB * N:]
+        with m.If(load):
+            m.d.sync += [c_listed.eq(f_listed), c_made.eq(f_made), c_copies.eq(f_copies),
+                         c_tag.eq(f_tag), c_first.eq(1),
+                         c_rest.eq(f_listed[1:] == 0), c_rest_made.eq(f_made[1:] == 0)]
+        with m.Elif(step):
+            m.d.sync += [c_listed.eq(c_listed[1:]), c_made.eq(c_made[1:]),
+                         c_copies.eq(c_copies[CB:]),
+                         c_rest.eq(c_listed[2:] == 0), c_rest_made.eq(c_made[2:] == 0)]
+            with m.If(emit):
+                m.d.sync += c_first.eq(0)
+        m.d.sync += self.cnt.bad_port.eq(step & c_listed[0] & ~c_made[0])
+        o = self.o.payload
+        m.d.comb += [self.o.valid.eq(emit),
+                     o.port.eq(c_copies[:GROUP_PORT_BITS]),
+                     o.rid.eq(c_copies[GROUP_PORT_BITS:CB]),
+                     o.tag.eq(c_tag), o.first.eq(c_first), o.last.eq(c_rest_made)]
         return m

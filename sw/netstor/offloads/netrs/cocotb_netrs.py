@@ -54,7 +54,9 @@ async def test_netrs(dut):
     hardware handles the stateful packets in the model's order."""
     env = CoreEnv(dut, seed=SEED + 11)
     await env.reset()
-    servers = {1: "10.77.1.1", 2: "10.77.1.2", 3: "10.77.1.3", 4: "10.77.1.4"}
+    # server ids are 10 bits: 1000 is a real server (its cell, rs.servers key and group slot
+    # beyond the 6 bits of old); 44 has state but no address, 2024 is beyond the ids
+    servers = {1: "10.77.1.1", 2: "10.77.1.2", 3: "10.77.1.3", 1000: "10.77.1.4"}
     sw = "02:00:00:00:ff:01"
 
     def group(algo, n, mask, sids, unit, ewma):
@@ -84,11 +86,11 @@ async def test_netrs(dut):
         "rs.rgroups": {"entries": [
             {"key": 7, **group(0, 2, 0b111, [1, 2, 3], 0, 3)},
             {"key": 11, **group(0, n_code(500), 0b111, [3, 1, 2], 6, 1)},
-            {"key": 8, **group(1, 1, 0b1111, [1, 2, 3, 4], 12, 7)},
-            {"key": 9, **group(2, 1, 0b1111, [4, 3, 2, 1], 2, 0)},
-            {"key": 10, **group(3, 1, 0b111, [2, 3, 4], 9, 4)}]},
+            {"key": 8, **group(1, 1, 0b1111, [1, 2, 3, 1000], 12, 7)},
+            {"key": 9, **group(2, 1, 0b1111, [1000, 3, 2, 1], 2, 0)},
+            {"key": 10, **group(3, 1, 0b111, [2, 3, 1000], 9, 4)}]},
         "rs.servers": {"entries": [
-            {"key": s, "action": "server", "params": {"ip": ip, "mac": f"02:00:00:00:01:0{s}",
+            {"key": s, "action": "server", "params": {"ip": ip, "mac": f"02:00:00:00:{s >> 8:02x}:{s & 0xFF:02x}",
                                                       "smac": sw, "port": 1}}
             for s, ip in servers.items()]}}}
     Device.open("model", schema=env.schema, model=env.model).apply(cfg)
@@ -122,12 +124,12 @@ async def test_netrs(dut):
                                   "10.77.0.20", "10.77.0.21"] if rng.random() < 0.3
                                  else ["10.77.0.1", "10.77.0.2"])
                 f = _rs_request(rng, g, avail=avail, src=src,
-                                dst=servers[rng.choice([1, 2, 3, 4])])
+                                dst=servers[rng.choice([1, 2, 3, 1000])])
                 await env.send(f, 0, arrival=arrival)
                 arrival += 2 + len(f) // 64
         elif kind <= 8:                    # 1-2 responses from the server side
             for _ in range(rng.choice([1, 1, 2])):
-                sid = rng.choice([1, 2, 3, 4, 4, 44, 70])
+                sid = rng.choice([1, 2, 3, 1000, 1000, 44, 2024])
                 mf = rng.choice([M_RESP] * 6 + [M_DRS, M_MON])
                 rid = rng.choice([5] * 8 + [6, 9, DRS_RID])
                 rv = rng.choice(rvs[-8:]) if rng.random() < 0.8 else rng.getrandbits(32)
@@ -165,8 +167,16 @@ async def test_netrs(dut):
     await env.drain(timeout_cycles=40000)
     env.check_outputs()
     await env.check_counters()
-    await env.check_memories(["rs.st0", "rs.st5",       # two of the 8 copies (time)
-                              "rs.samples", "rs.monitor", "rs.noreplica", "rs.rr", "rs.seq"])
+    await env.check_memories(["rs.samples", "rs.monitor", "rs.noreplica", "rs.seq"])
+    # two of the 8 state copies and the round-robin pointers (1,024 cells each; cocotb reads
+    # a cell in ~1 ms, so not all): the cells below 64, the ids and groups in use above,
+    # and 2024 mod 1024 (= 1000, in use) and its neighbours
+    for name, cells in (("rs.st0", [*range(64), 999, 1000, 1001, 1023]),
+                        ("rs.st5", [*range(64), 999, 1000, 1001, 1023]),
+                        ("rs.rr", [*range(64), 99, 1023])):
+        for a in cells:
+            hw, mo = await env.csr.mem_read(name, a), env.model.mem_read(name, a)
+            assert hw == mo, f"{name}[{a}]: hw {hw:#x} model {mo:#x}"
     m = env.model
     picked = {s: m.mem_read("rs.st0", s) for s in servers}
     assert sum(m.mem_read("rs.monitor", a) for a in range(64)) > 10

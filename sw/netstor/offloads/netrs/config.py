@@ -13,7 +13,7 @@ the data plane's tables and banks (``netstor.offloads.netrs.program``)::
         - {prefix: 10.77.0.9/32, tg: 1, rsnode: drs}     # DRS: rid 0xFFFF
       forward:                             # rs.forward: RSNodes elsewhere, next hop
         - {rsnode: 9, port: 2, dmac: "02:4e:52:00:03:00", smac: "02:4e:52:00:01:02"}
-      servers:                             # rs.servers: server id (< 64) -> address, way
+      servers:                             # rs.servers: server id (< 1024) -> address, way
         - {id: 1, ip: 10.77.1.10, mac: "02:4e:53:00:01:00", smac: "02:4e:53:ff:00:01", port: 1}
       replica_groups:                      # rs.rgroups: group id -> up to 8 server ids
         - {id: 0, servers: [1, 2, 3], algo: c3, n: 1}    # algo c3|lor|p2c|rr (default c3)
@@ -268,7 +268,8 @@ def _hop(topo, dev, target):
 
 
 def server_ids(servers):
-    """Server host -> NetRS server id (1.. in name order; ids must stay below 64)."""
+    """Server host -> NetRS server id (1.. in name order; ids must stay below ``SERVERS`` =
+    1,024, so up to 1,023 servers; id 0 is left to a storage agent's default id)."""
     ids = {s: i + 1 for i, s in enumerate(sorted(servers))}
     if len(ids) >= SERVERS:
         raise ValueError(f"{len(ids)} servers: NetRS server ids are below {SERVERS}")

@@ -19,6 +19,16 @@ Two layouts (paper 5.1), both big-endian, told apart by the 48-bit magic field `
 Differences from the paper's widths: RV is 4 bytes, not 2 (a 16-bit timestamp wraps: at
 67.1 ms in 1.024 us ticks, and it leaves no room for the group's unit and weight the response
 needs); the server status (variable length in the paper, SSL says how long) is 8 bytes.
+
+Server ids. The paper leaves the server status's content and length to the selection
+algorithm (SS is variable, SSL gives its length); ours is 8 bytes with a 16-bit server id, so
+the wire carries ids 0..65,535 and no longer status is needed for more servers. The data
+plane keeps per-server state, and has ``rs.servers`` entries and replica-group slots, for ids
+below ``SERVERS`` = 2^``SID_BITS`` = 1,024 (10 bits through the program: the group's slots,
+the chosen id carried across recirculation, the state index); a response with a larger id is
+not learnt from. Configurations number servers from 1 (``config.server_ids``: a storage agent
+left at its default id 0 cannot pollute a real server's state), so a plan holds up to 1,023
+servers. (Before: 6 bits, 64 ids, 63 servers.)
 """
 from __future__ import annotations
 
@@ -30,7 +40,8 @@ NETRS_UDP_PORT = 7432
 MASK48 = (1 << 48) - 1
 M_REQ, M_RESP, M_MON, M_DRS = 0x4E5253524551, 0x4E5253525350, 0x4E52534D4F4E, 0x4E5253445253
 DRS_RID = 0xFFFF
-SERVERS = 64
+SID_BITS = 10             # server ids in the data plane: 0 .. SERVERS - 1
+SERVERS = 1 << SID_BITS
 NR = 8                   # replicas per group
 
 
@@ -38,7 +49,8 @@ def f(m):
     """The magic of a request after selection (``f`` is XOR with all ones: an involution)."""
     return m ^ MASK48
 
-__all__ = ["NETRS_UDP_PORT", "M_REQ", "M_RESP", "M_MON", "M_DRS", "DRS_RID", "f", "f_inv",
+__all__ = ["NETRS_UDP_PORT", "SID_BITS", "SERVERS", "NR", "M_REQ", "M_RESP", "M_MON", "M_DRS",
+           "DRS_RID", "f", "f_inv",
            "REQ_LEN", "RESP_LEN", "SSL", "REQ_FIELDS", "RESP_FIELDS", "COMMON_FIELDS",
            "HEADER", "RsRequest", "RsResponse", "kind", "KIND_NAMES", "ns_to_ss_t", "PROGRAM_VIEW",
            "wire",

@@ -25,39 +25,43 @@ and the RSNode ID (``rsnode(rid, tg)``; rid ``0xFFFF`` = DRS: the request is rel
 ``f(M_DRS)`` and goes where the client sent it, its backup replica); ``rs.local`` (exact on
 RID) says whether this device is that RSNode; if not, ``rs.forward`` (exact on RID ->
 ``forward(port, dmac, smac)``) sends the request on towards it unchanged (miss: dropped);
-``rs.rgroups`` (exact on the group) gives up to 8 server ids, the mask of the slots in use,
-the algorithm, C3's n (8-bit code, ``ranking.n_code``), the group's time unit (code u: 1.024 us
-<< u) and EWMA weight (code w: 2^-w), and sets ``RV`` = the arrival time in 1.024 us ticks
+``rs.rgroups`` (exact on the group, 1,024 entries) gives up to 8 server ids (``SID_BITS`` =
+10 bits each: ids 0..1,023, :mod:`.header`), the mask of the slots in use, the algorithm,
+C3's n (8-bit code, ``ranking.n_code``), the group's time unit (code u: 1.024 us << u) and
+EWMA weight (code w: 2^-w), and sets ``RV`` = the arrival time in 1.024 us ticks
 (``arrival[31:8]``, 24 bits) | u << 24 | w << 28 (:mod:`.formats`); the state of the 8
 candidates is read from 8 copies of the per-server state (banks ``rs.st0..7``, one per
-candidate slot, cell = q | os | t | r: UQ12.4 EWMA queue length, outstanding requests, UQ12.4
-EWMA service and response time in the unit of the server's groups); the ranking core
-(``Rank``) picks one among the candidates the RGID's availability bits allow; the request is
-recirculated with the chosen id in ``meta.bridge`` (none available: dropped, counted in bank
-``rs.noreplica``). Second pass: every state copy counts one more outstanding request for the
-chosen server; ``rs.servers`` rewrites the destination; ``MF = f(M_RESP)``.
+candidate slot, 1,024 cells each indexed by the server id, cell = q | os | t | r: UQ12.4
+EWMA queue length, outstanding requests, UQ12.4 EWMA service and response time in the unit
+of the server's groups); the ranking core (``Rank``) picks one among the candidates the
+RGID's availability bits allow; the request is recirculated with the chosen id in
+``meta.bridge[9:0]`` (none available: dropped, counted in bank ``rs.noreplica``). Second
+pass: every state copy counts one more outstanding request for the chosen server;
+``rs.servers`` (exact on the 10-bit id, 1,024 entries) rewrites the destination;
+``MF = f(M_RESP)``.
 
-The ranking core's inputs besides the state: ``rr`` = a per-group pointer (bank ``rs.rr``)
-that cycles through ``0 .. popcount(mask) - 1``, one step per selection (round robin over the
-slots in use -- declare them from slot 0 up -- and the tie-break start of the other
+The ranking core's inputs besides the state: ``rr`` = a per-group pointer (bank ``rs.rr``,
+1,024 cells at the group id's low 10 bits: groups whose ids agree there share a pointer)
+that cycles through ``0 .. popcount(mask) - 1``, one step per selection (round robin over
+the slots in use -- declare them from slot 0 up -- and the tie-break start of the other
 algorithms); ``rnd`` (P2C) = CRC-32 of the client address and a per-device request count
 (bank ``rs.seq``).
 
-Per response (``M_RESP``, RID local, server id below 64): the samples, in the unit the RV
-names, saturated at 0xFFFF instead of wrapping: queue length * 16; service time ``ss_t`` (ns)
-* 16 / unit; response time = (now - stamp) mod 2^24 ticks (exact up to the 32-bit cycle
-counter's 17.18 s) * 16 / 2^u. Every state copy of the server (SS server id) gets ``os - 1``
-and the EWMAs ``old + floor((sample - old) / 2^w)`` of the three samples; bank ``rs.samples``
-counts the response at cell ``sat`` (bit 0: q saturated, bit 1: t, bit 2: r; the cells sum
-to the samples learnt from); the response is relabelled ``M_MON``. A ``M_DRS`` response is
-relabelled ``M_MON`` too. Both get this device's source marker (register ``rs.marker``, cell
-0) when they come from the server side (wire port ``SERVER_PORT``) unmarked (SM = 0: the
-server's own ToR marks, switches further on keep it). A ``M_RESP`` response for an RSNode
-that is not this device goes towards it by ``rs.forward`` too (miss: routed by ``l3.routes``),
-so the RSNode sees every response of the requests it selected for. Monitor: a ``M_MON``
-response counts in bank ``rs.monitor`` at ``tg * 4 + class``
-(class 0 same rack, 1 same pod, 2 other pod: source marker vs this device's; tg from
-``rs.tgroups`` on the destination).
+Per response (``M_RESP``, RID local, server id below ``SERVERS`` = 1,024; a larger id teaches
+nothing): the samples, in the unit the RV names, saturated at 0xFFFF instead of wrapping: queue
+length * 16; service time ``ss_t`` (ns) * 16 / unit; response time = (now - stamp) mod 2^24
+ticks (exact up to the 32-bit cycle counter's 17.18 s) * 16 / 2^u. Every state copy of the
+server (SS server id) gets ``os - 1`` and the EWMAs ``old + floor((sample - old) / 2^w)`` of
+the three samples; bank ``rs.samples`` counts the response at cell ``sat`` (bit 0: q saturated,
+bit 1: t, bit 2: r; the cells sum to the samples learnt from); the response is relabelled
+``M_MON``. A ``M_DRS`` response is relabelled ``M_MON`` too. Both get this device's source
+marker (register ``rs.marker``, cell 0) when they come from the server side (wire port
+``SERVER_PORT``) unmarked (SM = 0: the server's own ToR marks, switches further on keep it). A
+``M_RESP`` response for an RSNode that is not this device goes towards it by ``rs.forward`` too
+(miss: routed by ``l3.routes``), so the RSNode sees every response of the requests it selected
+for. Monitor: a ``M_MON`` response counts in bank ``rs.monitor`` at ``tg * 4 + class`` (class 0
+same rack, 1 same pod, 2 other pod: source marker vs this device's; tg from ``rs.tgroups`` on
+the destination).
 
 Trust (:mod:`netstor.elements.trust`): responses (``M_RESP``, ``M_DRS``) and monitor packets
 (``M_MON``) are reports, accepted only from the ports (and source prefixes) the
@@ -79,9 +83,13 @@ from .formats import STAMP_SHIFT, STAMP_BITS, UNIT_MAX, EWMA_MAX
 from .ranking_core import XLS_RANKING
 
 from .header import (NETRS_UDP_PORT, MASK48, M_REQ, M_RESP, M_MON, M_DRS, DRS_RID,  # noqa: F401
-                     SERVERS, NR, f, PROGRAM_VIEW as HEADER)
+                     SID_BITS, SERVERS, NR, f, PROGRAM_VIEW as HEADER)
 
 TGROUPS = 16
+#: replica groups one device holds (``rs.rgroups``) and the round-robin pointers (``rs.rr``,
+#: indexed by the group id's low ``GROUP_BITS`` bits: groups whose ids agree there share one)
+GROUP_BITS = 10
+GROUPS = 1 << GROUP_BITS
 SERVER_PORT = 1              # the wire port the servers sit behind (source-marker rule)
 
 
@@ -117,7 +125,10 @@ def _ewma(old, sample, w):
     return (Cat(old, Const(0, 1)) + _by_code(w, shifted))[0:16]
 
 
-def make_netrs(n_ports=2):
+def make_netrs(n_ports=2, *, servers_size=SERVERS, groups_size=GROUPS):
+    """The program; ``servers_size`` / ``groups_size``: entries of ``rs.servers`` /
+    ``rs.rgroups`` (exact tables, 4 ways; default one per server id / per pointer of
+    ``rs.rr``); smaller sizes make a smaller build (the ids stay 10 bits)."""
     p = Program("rs", udp_port=NETRS_UDP_PORT)
     h = p.header(HEADER)
     is_rs = p.meta("is_rs", 1)
@@ -127,10 +138,10 @@ def make_netrs(n_ports=2):
     algo, nmul, declared = p.meta("algo", 2), p.meta("n", 8), p.meta("declared", 8)
     s_q, s_t, s_r = p.meta("sq", 16), p.meta("st", 16), p.meta("sr", 16)
     wt, sat = p.meta("wt", 3), p.meta("sat", 3)
-    sids = [p.meta(f"s{k}", 8) for k in range(NR)]
+    sids = [p.meta(f"s{k}", SID_BITS) for k in range(NR)]
     cells = [p.meta(f"c{k}", 56) for k in range(NR)]
     found, idx, rnd = p.meta("found", 1), p.meta("idx", 3), p.meta("rnd", 16)
-    chosen = p.meta("chosen", 8)
+    chosen = p.meta("chosen", SID_BITS)
     mk = p.meta("marker", 32)
     mclass = p.meta("mclass", 2)
 
@@ -180,12 +191,13 @@ def make_netrs(n_ports=2):
     # the group: its servers, algorithm, C3's n (8-bit code), time unit and EWMA weight; RV =
     # the arrival stamp with the group's unit and weight (the response brings them back)
     replicas = Action("replicas", {"algo": 2, "n": 8, "mask": 8, "unit": 4, "ewma": 3,
-                                   **{f"s{k}": 8 for k in range(NR)}}, lambda a: [
+                                   **{f"s{k}": SID_BITS for k in range(NR)}}, lambda a: [
         Set(ghit, 1), Set(algo, a.algo), Set(nmul, a.n), Set(declared, a.mask),
         Set(h["rv"], Cat(F.meta.arrival[STAMP_SHIFT:STAMP_SHIFT + STAMP_BITS], a.unit,
                          a.ewma, Const(0, 1))),
         *[Set(sids[k], getattr(a, f"s{k}")) for k in range(NR)]])
-    p.add(Table("rgroups", kind="exact", key=[group], size=64, ways=4, actions=[replicas],
+    p.add(Table("rgroups", kind="exact", key=[group], size=groups_size, ways=4,
+                actions=[replicas],
                 when=(kind == 1) & first & local))
     # P2C's random bits: a hash of the client and a per-device request count
     count = p.meta("count", 32)
@@ -197,7 +209,7 @@ def make_netrs(n_ports=2):
     # the second pass, os - 1 and EWMAs on a response (a server id beyond the state: none)
     select = (kind == 1) & first & local & ghit
     upd = resp & local & (h["ss_sid"] < SERVERS)
-    rsid = h["ss_sid"][0:6]
+    rsid = h["ss_sid"][0:SID_BITS]
     for k in range(NR):
         def update(old, k=k):
             q, os_, t, r = old[0:16], old[16:24], old[24:40], old[40:56]
@@ -206,7 +218,7 @@ def make_netrs(n_ports=2):
             return Mux(pass2, Cat(q, os_up, t, r),
                        Cat(_ewma(q, s_q, wt), os_dn, _ewma(t, s_t, wt), _ewma(r, s_r, wt)))
         p.add(RegisterOp(f"st{k}", p.bank(f"st{k}", width=56, depth=SERVERS),
-                         index=Mux(pass2, F.meta.bridge[0:6], Mux(upd, rsid, sids[k][0:6])),
+                         index=Mux(pass2, F.meta.bridge[0:SID_BITS], Mux(upd, rsid, sids[k])),
                          update=update, write=pass2 | upd, result=cells[k], returns="old",
                          when=select | pass2 | upd))
     # the samples learnt from, by saturation pattern (bit 0 q, bit 1 t, bit 2 r)
@@ -217,7 +229,7 @@ def make_netrs(n_ports=2):
     used = Const(0, 4)
     for k in range(NR):
         used = used + Cat(declared[k], Const(0, 3))
-    p.add(RegisterOp("rr", p.bank("rr", width=8, depth=64), index=group[0:6],
+    p.add(RegisterOp("rr", p.bank("rr", width=8, depth=GROUPS), index=group[0:GROUP_BITS],
                      update=lambda old: Mux((old + 1)[0:8] >= used, Const(0, 8), old + 1),
                      result=rr, returns="old", when=select))
     p.add(Rank("select", core=XLS_RANKING, algo=algo, avail=avail_bits & declared, n=nmul, rr=rr[0:3], rnd=rnd,
@@ -247,8 +259,8 @@ def make_netrs(n_ports=2):
     server = Action("server", {"ip": 32, "mac": 48, "smac": 48, "port": 4}, lambda a: [
         Set(F.ipv4.dst, a.ip), Set(F.eth.dst, a.mac), Set(F.eth.src, a.smac),
         Set(F.meta.egress_port, a.port)])
-    p.add(Table("servers", kind="exact", key=[F.meta.bridge[0:8]], size=SERVERS, ways=4,
-                actions=[server], when=pass2))
+    p.add(Table("servers", kind="exact", key=[F.meta.bridge[0:SID_BITS]], size=servers_size,
+                ways=4, actions=[server], when=pass2))
     p.add(Compute("relabel_req", [Set(h["mf"], f(M_RESP))], when=pass2))
 
     # responses: source marker from the server side, relabel for the monitor

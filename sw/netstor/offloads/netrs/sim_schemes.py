@@ -69,7 +69,8 @@ from .codec import NetRSCodec
 from .config import device_ports, plan_configs, ring_replica_groups
 from .formats import (DEFAULT_EWMA, DEFAULT_UNIT, ewma_shift, ewma_weight, rv_pack,
                       saturation_shares, unit_code, unit_us)
-from .header import DRS_RID, M_MON, M_REQ, M_RESP, NETRS_UDP_PORT, RsRequest, f
+from .header import DRS_RID, M_MON, M_REQ, M_RESP, NETRS_UDP_PORT, SERVERS, RsRequest, f
+from .program import GROUPS
 from .ranking import C3, Replica, n_code, n_value, rank, rank_c3_float
 
 __all__ = ["SIM_SCHEMES", "CliRS", "CliRS95", "Oracle", "NetRSSim", "key_groups",
@@ -369,7 +370,7 @@ def sim_plan_configs(inst, plan, server_hosts, *, n, time_unit_us, ewma, device_
     of an RSNode in use passes (``info``: RSNode id and switch per operator in use, the most
     forward entries on one switch, the id attempt). ``device_groups=False``: the RSNodes get
     no replica groups and servers (the float ablation selects outside the device; that way it
-    runs with more servers than the device's 63 server ids).
+    runs with more servers than the device's 1,023 server ids).
 
     RSNode ids: :func:`.rules.assign_rsnode_ids`; when the forward entries of some device
     collide in its hashed ``rs.forward`` table, the RSNodes in use get other ids (401 and up,
@@ -606,10 +607,10 @@ class _Audit:
                     sids = [s + 1 for s in scheme.glist[g]]
                     reps = []
                     for k, sid in enumerate(sids):
-                        c = m.mem_read(f"rs.st{k}", sid & 63)
+                        c = m.mem_read(f"rs.st{k}", sid & (SERVERS - 1))
                         reps.append(Replica(q=c & 0xFFFF, os=(c >> 16) & 0xFF,
                                             t=(c >> 24) & 0xFFFF, r=(c >> 40) & 0xFFFF))
-                    rr = m.mem_read("rs.rr", g & 63) & 7
+                    rr = m.mem_read("rs.rr", g & (GROUPS - 1)) & 7
                     mask = frame[o + 14] & ((1 << len(sids)) - 1)
                     _f, idx, _s = rank(C3, mask, reps, n=self.nc, rr=rr)
                     fl = rank_c3_float(mask, reps, n=self.nc)

@@ -22,6 +22,7 @@ from netstor.model.dataplane import DataplaneModel
 from netstor.offloads.netrs.config import (device_ports, expand_section, host_mac, plan_configs,
                                   ring_replica_groups, server_ids)
 from netstor.offloads.netrs.header import M_DRS, M_MON, M_REQ, M_RESP, NETRS_UDP_PORT, RsRequest, f
+from netstor.offloads.netrs.program import GROUPS
 from netstor.offloads.netrs.placement import Plan, paper_instance, solve_with_drs, tor_based_plan
 from netstor.offloads.netrs.rules import assign_rsnode_ids
 from netstor.programs import default_pipeline
@@ -111,7 +112,7 @@ class Ref:
 
     def pick(self, dev, rgid, sids):
         st = [self.state.setdefault((dev, s), [0, 0, 0, 0]) for s in sids]
-        key = (dev, rgid & 63)
+        key = (dev, rgid & (GROUPS - 1))
         rr = self.ptr.get(key, 0)
         self.ptr[key] = (rr + 1) % len(sids)
         found, idx, _ = R.rank(R.C3, (1 << len(sids)) - 1, [R.Replica(*x) for x in st],
@@ -276,7 +277,8 @@ def test_group_settings_expand_to_codes(given, want):
     ({"rsnodes": ["drs"]}, "not an RSNode"),
     ({"replica_groups": [{"id": 1, "servers": list(range(1, 10))}]}, "1..8"),
     ({"replica_groups": [{"id": 1, "servers": [1], "algo": "best"}]}, "not one of"),
-    ({"servers": [{"id": 64, "ip": "1.2.3.4", "mac": 1, "smac": 2, "port": 1}]}, "0..63"),
+    ({"servers": [{"id": 1024, "ip": "1.2.3.4", "mac": 1, "smac": 2, "port": 1}]}, "0..1023"),
+    ({"replica_groups": [{"id": 1, "servers": [1, 1024]}]}, r"servers\[1\]: 1024 .*0\.\.1023"),
     ({"traffic_groups": [{"prefix": "10.0.0.1/33", "rsnode": 1}]}, "prefix"),
     ({"traffic_groups": [{"prefix": "10.0.0.0/24", "rsnode": 1, "tg": 16}]}, "0..15"),
     ({"replica_groups": [{"id": 1, "servers": [1], "n": 31745}]},
@@ -317,3 +319,30 @@ def test_section_applies_through_the_config_and_bad_values_write_nothing():
         d.apply({"netrs": {"rsnodes": [4], "servers": [{"id": 2, "ip": "10.77.1.11",
                                                         "mac": 1, "smac": 2, "port": 17}]}})
     assert [e["key"] for e in d.table("rs.local").dump()] == [[3]]
+
+
+def test_1023_servers_and_groups_fit_one_device(schema4):
+    """Server ids are 10 bits (header.SID_BITS): a plan numbers up to 1,023 servers (1..1023;
+    0 stays an unconfigured agent's id), not 1,024; one device takes a section with all of
+    them and 1,023 ring groups (rs.servers and rs.rgroups: 1,024 entries, 4 hashed ways),
+    and reads back the entries it was given (the driver's slots, hashed on the 10-bit id)."""
+    hosts = [f"s{i:04d}" for i in range(1023)]
+    ids = server_ids(hosts)
+    assert sorted(ids.values()) == list(range(1, 1024))
+    with pytest.raises(ValueError, match="1024 servers: NetRS server ids are below 1024"):
+        server_ids(hosts + ["s9999"])
+    ring = ring_replica_groups(hosts)
+    assert len(ring) == 1023
+    sec = {"servers": [{"id": ids[h], "ip": f"10.{ids[h] >> 8}.{ids[h] & 0xFF}.1",
+                        "mac": 0x020000000000 + ids[h], "smac": 2, "port": 1} for h in hosts],
+           "replica_groups": [{"id": g, "servers": [ids[h] for h in m]}
+                              for g, m in ring.items()]}
+    m = DataplaneModel(default_pipeline(K))
+    dev = Device.open("model", schema=schema4, model=m)
+    dev.apply({"netrs": sec})
+    got = {e["key"][0]: e for e in dev.table("rs.servers").dump()}
+    assert sorted(got) == list(range(1, 1024))
+    assert got[1000]["params"]["ip"] == int(ipaddress.IPv4Address("10.3.232.1"))
+    groups = {e["key"][0]: e["params"] for e in dev.table("rs.rgroups").dump()}
+    assert len(groups) == 1023
+    assert [groups[1021][f"s{k}"] for k in range(3)] == [1022, 1023, 1]

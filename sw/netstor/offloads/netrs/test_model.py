@@ -382,3 +382,61 @@ def test_round_robin_and_power_of_two_choices(rs):
         st.sent(exp)
         picks.append(exp)
     assert sorted(set(picks)) == [1, 2, 3] and max(map(picks.count, (1, 2, 3))) <= 16
+
+
+def test_server_ids_beyond_64_are_selected_counted_and_learnt(rs):
+    """10-bit server ids (header.SID_BITS): servers 1000 and 64 with server 1 in group 1000
+    (C3). The switch picks what the independent state model and the ranking reference pick,
+    server 1000 among them; every state copy of 1000 and 64 counts its outstanding requests
+    and learns its responses' EWMAs at its own cell (not at 1000 mod 64 = 40, where 6-bit
+    indices put it); the group's round-robin pointer sits at cell 1000. A response naming
+    server 2024 (beyond the 1,024 ids; 2024 mod 1024 = 1000) teaches nothing."""
+    from netstor.offloads.netrs.header import SERVERS as N_IDS, SID_BITS
+    assert (SID_BITS, N_IDS) == (10, 1024)
+    addr = {1000: "10.77.1.100", 64: "10.77.1.64", 1: SERVERS[1]}
+    w = TableWriter(rs.pipeline)
+    for sid in (1000, 64):
+        apply_writes(rs, w.exact_add("rs.servers", [sid], "server",
+                                     {"ip": ip(addr[sid]), "mac": 0x500 + sid, "smac": SW,
+                                      "port": 1}))
+    sids = [1000, 64, 1]
+    add_group(rs, 1000, group(0, sids))
+    st, ptr = State(), Pointer(3)
+    arrival, picks, answered = 1 << 12, [], 0
+    for i in range(15):
+        exp = st.pick(0, 0b111, sids, rr=ptr.step())
+        (o,) = rs.process(request(1000), 0, arrival=arrival)
+        h = parse(o.frame)
+        assert o.port == 1 and h["port_dst"] == addr[exp], (i, st.s)
+        assert h["dmac"] == f"00:00:00:00:{(0x500 + exp) >> 8:02x}:{(0x500 + exp) & 0xFF:02x}"
+        st.sent(exp)
+        picks.append(exp)
+        # counted: every copy of the chosen server has one more request outstanding
+        assert [cell(rs, k, exp)[1] for k in range(8)] == [st.get(exp)[1]] * 8
+        if i % 4 != 3:                   # most are answered: server 1000 slowly
+            q, t = i % 3, (9000 if exp == 1000 else 1500) + 11 * i
+            now = arrival + (3 << 8) * (1 + (exp == 1000))
+            back = rs.process(response(5, M_RESP, h["rv"], exp, q, t), 1, arrival=now)
+            assert [parse(b.frame)["mf"] for b in back] == [M_MON]
+            st.reply(exp, q, t, arrival, now, UNIT, EWMA)
+            answered += 1
+        arrival += 1 << 10
+    assert set(picks) == {1000, 64, 1} and picks[0] == 1000, picks
+    for k in range(8):
+        for sid in sids:
+            assert cell(rs, k, sid) == st.get(sid), (k, sid)
+        assert cell(rs, k, 1000 % 64) == [0, 0, 0, 0]
+    assert st.get(1000)[2] > st.get(64)[2] > 0      # learnt: 1000 is the slow one
+    assert rs.mem_read("rs.rr", 1000) == ptr.v and rs.mem_read("rs.rr", 1000 % 64) == 0
+    assert sum(rs.mem_read("rs.samples", k) for k in range(8)) == answered
+    # an id beyond the state: relabelled as any response, but no cell changes
+    before = [cell(rs, k, 1000) for k in range(8)]
+    (b,) = rs.process(response(5, M_RESP, rv_now(arrival), 2024, 7, 50_000), 1,
+                      arrival=arrival + 512)
+    assert parse(b.frame)["mf"] == M_MON
+    assert [cell(rs, k, 1000) for k in range(8)] == before
+    assert sum(rs.mem_read("rs.samples", k) for k in range(8)) == answered
+
+
+def rv_now(arrival, unit=UNIT, ewma=EWMA):
+    return (arrival >> 8) + (unit << 24) + (ewma << 28)
