@@ -53,8 +53,12 @@ test: rtl sysdeps
 formal: $(EDITABLE)
 	$(PY) -m pytest -n $(JOBS) -q formal
 
+# make bench: pipeline simulation, per-block and whole-core Yosys (build/bench/synth.json), the
+# experiments. BENCH_FLAGS: e.g. --no-core-synth (skip the whole-core run), --jobs 2 (per-block
+# Yosys runs at a time), --no-pipeline; results are cached by Verilog hash (build/bench/synth_cache)
+BENCH_FLAGS ?=
 bench: rtl
-	$(PY) -m netstor.bench --out build/bench
+	$(PY) -m netstor.bench --out build/bench $(BENCH_FLAGS)
 	$(PY) -m netstor.experiments --out build/bench
 
 # the papers' figures in the virtual-time simulator (headline subset, <= 30 min on 2 cores):

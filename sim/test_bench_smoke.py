@@ -39,12 +39,16 @@ def test_bench_smoke(tmp_path):
             assert 0 < r["aggregate"]["beats_per_clock"] <= 1
 
     core = pb.generate_core()[0]
-    syn = run_synth(tmp_path, core, only=["arbiter"], whole_core=False)
+    syn = run_synth(tmp_path, core, only=["arbiter"], whole_core=False, standalone=False)
     arb = syn["blocks"]["arbiter"]
     assert arb["ok"], arb.get("error")
     assert arb["LUT"] > 0 and arb["FF"] > 0 and arb["depth"]["lut_levels"] > 0
     assert 0 < arb["share_of_xcu250_pct"]["LUT"] < 1
+    assert arb["peak_rss_mib"] > 0 and arb["instances_in_core"] == 1
     assert syn["total"]["source"] == "sum_of_blocks"
+    on_disk = json.loads((tmp_path / "synth.json").read_text())
+    assert on_disk["max_depth"]["block"] == "arbiter"
+    assert on_disk["max_depth"]["lut_levels"] == arb["depth"]["lut_levels"]
     text = summary_text(pipe, syn, {"git": "test", "seconds": 1})
-    assert "Header path" in text and "arbiter" in text
+    assert "Header path" in text and "arbiter" in text and "LUT lv" in text
     assert len(text.splitlines()) < 40

@@ -18,11 +18,13 @@ hash of the Verilog (``synth_cache/``), so a rerun without gateware changes is q
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import pipeline as _pipeline
@@ -46,12 +48,52 @@ def run_pipeline(out: Path, *, sizes, cases, budget_beats=1200, min_frames=8, ma
     return res
 
 
+#: optional modules with ``bench(out_dir) -> dict`` (standalone syntheses of big memories, e.g.
+#: a 128K-entry register bank, a 64K-entry exact table); merged into synth.json["standalone"]
+#: under the module's last name. Absent modules are skipped (either folder may hold them).
+STANDALONE_BENCHES = ("netstor.bench.register_bank", "netstor.elements.register_bench",
+                      "netstor.bench.register_bench", "netstor.elements.table_bench",
+                      "netstor.bench.table_bench")
+
+
+def run_standalone(out: Path, modules=STANDALONE_BENCHES, log=print):
+    """Call ``bench(out)`` of every module of ``modules`` that exists; ``{module: result}``.
+    A module that is absent is skipped; one that fails is reported as ``{"ok": False}``."""
+    res = {}
+    for name in modules:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and name.startswith(e.name):
+                continue                       # not written (yet)
+            res[name] = {"ok": False, "error": f"import: {e!r}"}
+            continue
+        fn = getattr(mod, "bench", None)
+        if not callable(fn):
+            continue
+        t0 = time.perf_counter()
+        try:
+            r = fn(out)
+        except Exception as e:                 # noqa: BLE001 - reported in synth.json
+            r = {"ok": False, "error": repr(e)[-2000:]}
+        if not isinstance(r, dict):
+            r = {"ok": False, "error": f"bench() returned {type(r).__name__}, not a dict"}
+        r.setdefault("wall_seconds", round(time.perf_counter() - t0, 1))
+        res[name.rsplit(".", 1)[-1]] = r
+        log(f"netstor.bench: standalone {name}: done in {r['wall_seconds']} s")
+    return res
+
+
 def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
-              block_timeout=900, core_verilog=None, log=print, blocks_after=None):
-    """Per-block syntheses (sequential) and, if ``whole_core``, the whole core in a thread
-    started first (it is by far the longest). ``blocks_after``: a ``threading.Event`` the
-    per-block runs wait for (``main`` sets it when the simulation is done, so that the
-    simulation shares the machine with one Yosys process only). Returns the synth.json
+              block_timeout=900, core_verilog=None, log=print, blocks_after=None, jobs=1,
+              standalone=True, cached_only=False):
+    """Per-block syntheses (``jobs`` at a time) and, if ``whole_core``, the whole core in a
+    thread started first (it is by far the longest). Every element instance is a block of its
+    own; instances whose Verilog is identical (same configuration) are synthesised once
+    (``same_config_as``). ``blocks_after``: a ``threading.Event`` the per-block runs wait for
+    (``main`` sets it when the simulation is done). ``standalone``: run the optional
+    standalone benches (:data:`STANDALONE_BENCHES`). ``cached_only``: report what the cache
+    holds, run no Yosys (blocks not cached are listed as failed). Returns the synth.json
     dict."""
     cache = out / "synth_cache"
     work = out / "synth_work"
@@ -61,20 +103,26 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
         "target": "xcup (UltraScale+); shares of an XCU250 (xcu250-figd2104-2-e): "
                   + ", ".join(f"{k} {v:,}" for k, v in _synth.XCU250.items()),
         "notes": [
-            "Out-of-context estimates: no Vivado here. Yosys' xcup mapping uses CARRY4 "
+            "Out-of-context estimates: no Vivado here (boards/vivado/ has the Vivado "
+            "out-of-context script for a user who has it). Yosys' xcup mapping uses CARRY4 "
             "(Vivado would use CARRY8) and no URAM unless asked (-uram), so URAM is 0; "
             "LUT counts include LUTs used as distributed RAM (RAM32M16/RAM64M8) and SRLs.",
-            "Logic depth: longest flip-flop/BRAM-to-flip-flop/BRAM path in the mapped netlist, "
-            "computed from write_json (LUT levels; 'max_cells' also counts CARRY/MUXF cells). "
-            "Yosys' own 'ltp -noff' does not treat FDRE/RAMB36E2 as sequential and floods the "
-            "log with loop warnings on a mapped netlist (it ran out of memory on the core).",
+            "Logic depth: longest flip-flop/BRAM/DSP-to-flip-flop/BRAM/DSP path in the mapped "
+            "netlist, computed from write_json (LUT levels; 'max_cells' also counts "
+            "CARRY/MUXF cells). A LUTRAM's asynchronous read counts as one LUT level, reached "
+            "only from that read port's address; its write address, data and enable end a "
+            "path (synchronous). Yosys' own 'ltp -noff' does not treat FDRE/RAMB36E2 as "
+            "sequential (it ran out of memory on the core).",
             "Per-block tops bring every host register, counter and memory port out as ports, "
             "so the numbers include the host-access logic of that block.",
+            "Every element instance is synthesised on its own (key element:<program>.<name>, "
+            "egress:<program>.<name> for an egress element, built once per output copy); "
+            "instances with identical Verilog share one run (same_config_as).",
             "sum_of_blocks = sum over blocks of (instances in the core x block). It over-counts "
             "(a stage's top keeps its whole PHV register as outputs; in the flattened core PHV "
             "bits no later stage reads are removed) and misses the glue (traffic manager, "
-            "multicast table, beat/orig delay lines, counter wiring); the whole-core run is the "
-            "reference when it completed.",
+            "multicast table, beat/orig delay lines, counter wiring); the whole-core run "
+            "('core') is the reference when it completed.",
         ],
         "blocks": {},
     }
@@ -82,77 +130,142 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
 
     def core_job():
         t0 = time.perf_counter()
-        v = core_verilog() if callable(core_verilog) else core_verilog
-        core_result["r"] = _synth.run_yosys(v, "netstor_core", work / "netstor_core",
-                                            timeout=core_timeout, cache_dir=cache)
+        try:
+            v = core_verilog() if callable(core_verilog) else core_verilog
+            core_result["r"] = _synth.run_yosys(v, "netstor_core", work / "netstor_core",
+                                                timeout=core_timeout, cache_dir=cache,
+                                                cached_only=cached_only)
+        except Exception as e:                 # noqa: BLE001 - reported in synth.json
+            core_result["r"] = {"ok": False, "error": repr(e)[-2000:]}
         core_result["wall"] = time.perf_counter() - t0
 
     th = None
     if whole_core:
         th = threading.Thread(target=core_job, daemon=True)
         th.start()
-    counts = _synth.instance_counts(core)
     if blocks_after is not None:
         blocks_after.wait()
-    for key, desc, top, thunk in _synth.blocks(core):
-        if only and key not in only:
-            continue
+    todo = [b for b in _synth.blocks(core) if not only or b[0] in only]
+    first_of = {}                              # verilog key -> first block key
+    results = {}
+
+    def one(block):
+        key, desc, top, thunk, n = block
         t0 = time.perf_counter()
-        r = _synth.run_yosys(thunk(), top, work / key, timeout=block_timeout, cache_dir=cache)
+        try:
+            v = thunk()
+            vk = _synth.verilog_key(v, top)
+            with lock:
+                same = first_of.setdefault(vk, key)
+            if same != key:
+                return key, {"same_config_as": same, "description": desc,
+                             "instances_in_core": n, "verilog_sha256": vk}
+            r = _synth.run_yosys(v, top, work / key.replace(":", "_"),
+                                 timeout=block_timeout, cache_dir=cache,
+                                 cached_only=cached_only)
+        except Exception as e:                 # noqa: BLE001 - reported in synth.json
+            r = {"ok": False, "error": repr(e)[-2000:]}
         r["description"] = desc
-        r["instances_in_core"] = counts.get(key, 0)
+        r["instances_in_core"] = n
         r["wall_seconds"] = round(time.perf_counter() - t0, 1)
-        res["blocks"][key] = r
         log(f"netstor.bench: synth {key}: " + (
-            f"LUT {r['LUT']} FF {r['FF']} BRAM36 {r['BRAM36_equiv']} depth "
+            f"LUT {r['LUT']} FF {r['FF']} BRAM36 {r['BRAM36_equiv']} DSP {r['DSP']} depth "
             f"{r['depth']['lut_levels']} ({'cached' if r.get('cached') else str(r['yosys_seconds']) + ' s'})"
             if r.get("ok") else r.get("error", "failed")[:200]))
+        return key, r
+
+    lock = threading.Lock()
+    if jobs > 1:
+        with ThreadPoolExecutor(jobs) as ex:
+            for key, r in ex.map(one, todo):
+                results[key] = r
+    else:
+        for b in todo:
+            key, r = one(b)
+            results[key] = r
+    for b in todo:                             # pipeline order; copies get their figures
+        r = results[b[0]]
+        if "same_config_as" in r:
+            base = results.get(r["same_config_as"], {})
+            r = dict(base, **{k: r[k] for k in ("same_config_as", "description",
+                                                 "instances_in_core")}, cached=True)
+        res["blocks"][b[0]] = r
     res["sum_of_blocks"] = _sum_blocks(res["blocks"])
+    res["max_depth"] = max_depth(res["blocks"])
     if th is not None:
         th.join()
         r = core_result.get("r", {"ok": False, "error": "not run"})
-        r["description"] = "whole netstor_core (default pipeline, 2 ports)"
+        r["description"] = ("whole netstor_core (default programs, "
+                            f"{core.P} ports, the Rank element's XLS core included)")
         r["wall_seconds"] = round(core_result.get("wall", 0), 1)
-        res["whole_core"] = r
-    ok = whole_core and res.get("whole_core", {}).get("ok")
+        res["core"] = r
+    ok = whole_core and res.get("core", {}).get("ok")
     res["method"] = ("whole core synthesised flattened (authoritative); per-block numbers and "
                      "their instance-weighted sum for the breakdown" if ok else
                      "whole core not synthesised (" + (
-                         res.get("whole_core", {}).get("error", "skipped")[:120] if whole_core
+                         res.get("core", {}).get("error", "skipped")[:120] if whole_core
                          else "skipped by option") + "); totals are the instance-weighted sum "
                      "of the per-block syntheses (misses the glue: delay lines, traffic "
                      "manager, multicast table, counters wiring)")
-    res["total"] = (_pick(res["whole_core"]) if ok else dict(res["sum_of_blocks"],
-                                                             source="sum_of_blocks"))
+    res["total"] = (_pick(res["core"]) if ok else dict(res["sum_of_blocks"],
+                                                       source="sum_of_blocks"))
     if ok:
-        res["total"]["source"] = "whole_core"
+        res["total"]["source"] = "core"
+    if standalone and not cached_only:
+        res["standalone"] = run_standalone(out, log=log)
     res["findings"] = _synth_findings(res)
     (out / "synth.json").write_text(json.dumps(res, indent=1) + "\n")
     return res
 
 
+def max_depth(blocks):
+    """The deepest block: ``{"lut_levels", "block", "over_limit": [blocks above the limit]}``
+    (``over_limit`` lists each block with its depth, deepest first)."""
+    lim = _synth.LUT_LEVELS_250MHZ
+    ok = {k: r["depth"]["lut_levels"] for k, r in blocks.items()
+          if r.get("ok") and "same_config_as" not in r}
+    if not ok:
+        return {"lut_levels": None, "block": None, "limit": lim, "over_limit": []}
+    top = max(ok, key=lambda k: ok[k])
+    over = sorted(((k, d) for k, d in ok.items() if d > lim), key=lambda kd: -kd[1])
+    return {"lut_levels": ok[top], "block": top, "limit": lim,
+            "path_from": blocks[top]["depth"].get("path_from", [])[:2],
+            "path_to": blocks[top]["depth"].get("path_to", [])[:2],
+            "over_limit": [{"block": k, "lut_levels": d} for k, d in over]}
+
+
 def _synth_findings(res):
     out = []
     lim = _synth.LUT_LEVELS_250MHZ
-    wc = res.get("whole_core", {})
+    wc = res.get("core", {})
     if wc.get("ok"):
         d = wc["depth"]
         out.append(f"deepest path of the whole core: {d['lut_levels']} LUT levels "
                    f"({d['max_cells']} cells incl. CARRY4/MUXF on the deepest-by-cells path), "
                    f"from {', '.join(d.get('path_from', [])[:2]) or '?'} to "
-                   f"{', '.join(d.get('path_to', [])[:2]) or '?'}")
-    deep = [f"{k} {r['depth']['lut_levels']}" for k, r in res["blocks"].items()
-            if r.get("ok") and r["depth"]["lut_levels"] > lim]
-    if deep or (wc.get("ok") and wc["depth"]["lut_levels"] > lim):
-        out.append(f"paths above ~{lim} LUT levels (rule of thumb for 4 ns on UltraScale+ -2, "
+                   f"{', '.join(d.get('path_to', [])[:2]) or '?'}; Yosys "
+                   f"{wc.get('yosys_seconds')} s, peak RSS {wc.get('peak_rss_mib')} MiB"
+                   + (" (cached)" if wc.get("cached") else ""))
+    md = res.get("max_depth", {})
+    if md.get("block"):
+        out.append(f"deepest block: {md['block']} at {md['lut_levels']} LUT levels")
+    over = [f"{x['block']} {x['lut_levels']}" for x in md.get("over_limit", [])]
+    if over or (wc.get("ok") and wc["depth"]["lut_levels"] > lim):
+        out.append(f"paths above {lim} LUT levels (rule of thumb for 4 ns on UltraScale+ -2, "
                    f"not a timing analysis): " + ", ".join(
-                       deep + ([f"whole core {wc['depth']['lut_levels']}"] if wc.get("ok")
+                       over + ([f"whole core {wc['depth']['lut_levels']}"] if wc.get("ok")
                                and wc["depth"]["lut_levels"] > lim else [])))
+    elif md.get("block"):
+        out.append(f"every block synthesised is within {lim} LUT levels")
     t = res.get("total", {})
     if t:
         sh = t["share_of_xcu250_pct"]
         out.append(f"size: {sh['LUT']:.2f}% of XCU250 LUTs ({'under' if sh['LUT'] < 15 else 'over'}"
-                   f" the 15% aim), {sh['FF']:.2f}% FFs, {sh['BRAM']:.2f}% BRAM")
+                   f" the 15% aim), {sh['FF']:.2f}% FFs, {sh['BRAM']:.2f}% BRAM, "
+                   f"{t.get('DSP', 0)} DSP")
+    for name, r in res.get("standalone", {}).items():
+        if not r.get("ok", True):
+            out.append(f"standalone {name} failed: {str(r.get('error'))[:160]}")
     return out
 
 
@@ -183,6 +296,7 @@ def _sum_blocks(blocks):
     tot["lut_levels"] = depth
     tot["blocks_counted"] = {k: r.get("instances_in_core", 1) for k, r in blocks.items()
                              if r.get("ok")}
+    tot["blocks_failed"] = [k for k, r in blocks.items() if not r.get("ok")]
     return tot
 
 
@@ -220,7 +334,14 @@ def main(argv=None):
     ap.add_argument("--no-synth", action="store_true")
     ap.add_argument("--no-core-synth", action="store_true",
                     help="skip the whole-core synthesis (~13 min); totals = sum of blocks")
-    ap.add_argument("--core-timeout", type=int, default=1800)
+    ap.add_argument("--core-timeout", type=int, default=3600,
+                    help="seconds before the whole-core Yosys run is abandoned")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="per-block Yosys runs at a time (each takes one core)")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="report what synth_cache holds; run no Yosys")
+    ap.add_argument("--no-standalone", action="store_true",
+                    help="skip the standalone benches (big banks and tables)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -242,7 +363,10 @@ def main(argv=None):
                 syn_box["r"] = run_synth(
                     out, core, only=a.blocks, whole_core=not a.no_core_synth,
                     core_timeout=a.core_timeout, blocks_after=sim_done,
-                    core_verilog=lambda: (core_info[1] / "netstor_core.v").read_text())
+                    jobs=a.jobs, standalone=not a.no_standalone,
+                    cached_only=a.cached_only,
+                    core_verilog=lambda: _synth.core_verilog_text(
+                        (core_info[1] / "netstor_core.v").read_text(), core))
             except Exception as e:             # noqa: BLE001 - reported in the index
                 syn_box["error"] = repr(e)
         syn_thread = threading.Thread(target=syn_job)
@@ -271,7 +395,7 @@ def main(argv=None):
             index["synth_error"] = syn_box.get("error")
     index["seconds"] = round(time.perf_counter() - t0, 1)
     if syn:
-        index["synth_seconds_whole_core"] = syn.get("whole_core", {}).get("yosys_seconds")
+        index["synth_seconds_whole_core"] = syn.get("core", {}).get("yosys_seconds")
     index["files"]["summary"] = "summary.txt"
     text = summary_text(pipe, syn, index)
     (out / "summary.txt").write_text(text + "\n")

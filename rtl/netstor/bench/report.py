@@ -77,27 +77,52 @@ def synth_lines(syn):
     lines = []
     t = syn["total"]
     sh = t["share_of_xcu250_pct"]
-    who = "whole core" if t.get("source") == "whole_core" else "sum of blocks (core not run)"
-    wc = syn.get("whole_core", {})
+    who = "whole core" if t.get("source") == "core" else "sum of blocks (core not run)"
+    wc = syn.get("core", {})
     secs = wc.get("yosys_seconds")
     lines += _wrap(
         f"Resources, {who}: LUT {t['LUT']:,} ({sh['LUT']:.2f}% of XCU250), FF {t['FF']:,} "
         f"({sh['FF']:.2f}%), BRAM36 {_fmt(t['BRAM36_equiv'], 1)} ({t['RAMB36']} RAMB36 + "
         f"{t['RAMB18']} RAMB18, {sh['BRAM']:.2f}%), URAM {t['URAM']}, DSP {t['DSP']}; "
         f"logic depth {t['lut_levels']} LUT levels"
-        + (f"; Yosys {secs:.0f} s{' (cached)' if wc.get('cached') else ''}" if secs else ""))
-    lines.append(" block (instances)              LUT      FF  BRAM36  depth(LUT lv)  yosys s")
+        + (f"; Yosys {secs:.0f} s, peak {wc.get('peak_rss_mib', 0) / 1024:.1f} GiB"
+           f"{' (cached)' if wc.get('cached') else ''}" if secs else ""))
+    lim = syn.get("max_depth", {}).get("limit", 8)
+    lines.append(f" {'block (instances in core)':<36}{'LUT':>7} {'FF':>7} {'BRAM36':>6} "
+                 f"{'DSP':>4} {'LUT lv':>6}   yosys s")
     for key, r in syn["blocks"].items():
+        name = f"{key} ({r.get('instances_in_core', 1)})"
         if not r.get("ok"):
-            lines.append(f" {key:<30} failed: {r.get('error', '')[:40]}")
+            lines.append(f" {name:<36}failed: {str(r.get('error', ''))[:60]}")
             continue
-        lines.append(f" {key + ' (' + str(r.get('instances_in_core', 1)) + ')':<30}"
-                     f"{r['LUT']:>6,} {r['FF']:>7,} {_fmt(r['BRAM36_equiv'], 1):>7} "
-                     f"{r['depth']['lut_levels']:>6} {r['yosys_seconds']:>12}"
-                     + (" c" if r.get("cached") else ""))
+        lv = r["depth"]["lut_levels"]
+        how = ("= " + r["same_config_as"] if r.get("same_config_as")
+               else f"{r['yosys_seconds']}" + (" c" if r.get("cached") else ""))
+        lines.append(f" {name:<36}{r['LUT']:>7,} {r['FF']:>7,} {_fmt(r['BRAM36_equiv'], 1):>6} "
+                     f"{r['DSP']:>4} {lv:>4}{' !' if lv > lim else '  '}   {how}")
     s = syn["sum_of_blocks"]
-    lines.append(f" {'sum x instances':<30}{s['LUT']:>6,} {s['FF']:>7,} "
-                 f"{_fmt(s['BRAM36_equiv'], 1):>7} {s['lut_levels']:>6}")
+    lines.append(f" {'sum x instances':<36}{s['LUT']:>7,} {s['FF']:>7,} "
+                 f"{_fmt(s['BRAM36_equiv'], 1):>6} {s['DSP']:>4} {s['lut_levels']:>4}")
+    if wc.get("ok"):
+        lines.append(f" {'whole core (netstor_core)':<36}{wc['LUT']:>7,} {wc['FF']:>7,} "
+                     f"{_fmt(wc['BRAM36_equiv'], 1):>6} {wc['DSP']:>4} "
+                     f"{wc['depth']['lut_levels']:>4}"
+                     f"{' !' if wc['depth']['lut_levels'] > lim else '  '}   {secs}"
+                     + (" c" if wc.get("cached") else ""))
+    lines.append(f"  ! = above {lim} LUT levels (the 250 MHz rule of thumb); c = cached; "
+                 f"'= x': same Verilog as block x (synthesised once)")
+    for name, r in syn.get("standalone", {}).items():
+        rows = ({name: r} if "LUT" in r or not r.get("ok", True) else
+                {f"{name}.{k}": v for k, v in r.items() if isinstance(v, dict)})
+        for rn, x in rows.items():
+            if not x.get("ok", True):
+                lines += _wrap(f" standalone {rn}: failed: {str(x.get('error'))[:100]}")
+                continue
+            lv = x.get("lut_levels", (x.get("depth") or {}).get("lut_levels", "-"))
+            lines.append(f" standalone {rn}: LUT {x.get('LUT', 0):,} FF {x.get('FF', 0):,} "
+                         f"BRAM36 {_fmt(x.get('BRAM36', x.get('BRAM36_equiv')), 1)} "
+                         f"URAM {x.get('URAM', '-')} DSP {x.get('DSP', '-')} LUT lv {lv}"
+                         + (" !" if isinstance(lv, int) and lv > lim else ""))
     for f in syn.get("findings", []):
         lines += _wrap("* " + f)
     return lines

@@ -9,27 +9,39 @@ the logic depth itself: Yosys' ``ltp -noff`` only recognises Yosys' internal fli
 on a netlist mapped to FDRE/RAMB36E2 it follows paths through the flip-flops and floods the
 log with "Detected loop" warnings (it ran out of memory on the whole core).
 
-Logic depth (``_depth``): longest register-to-register path, counting
+Logic depth (``netlist_depth``): longest register-to-register path, counting
 
 * ``lut_levels``: LUTs (LUT1..LUT6, and the asynchronous read of a LUTRAM) on the path;
 * ``cells``: every combinational cell on the path (LUTs, CARRY4/CARRY8 slices, MUXF7/8/9,
   INV), which is what ``ltp`` would count.
 
-Sequential cells (FD*, RAMB*, URAM288, DSP48E2, SRL*, LUTRAM writes) start and end paths.
+Sequential cells (FD*, RAMB*, URAM288, DSP48E2, SRL*) start and end paths. A LUTRAM
+(RAM32M/RAM64M/RAM32M16/RAM64M8/RAMnnX1D/S) is a node per *used* read output, reached only from
+that output's read address (``DOx`` <- ``ADDRx``, ``SPO`` <- ``A``, ``DPO`` <- ``DPRA``): its
+write address, data and enable are synchronous and end a path at the RAM.
 
-Results are cached by the SHA-256 of the Verilog text and the script (``synth_cache/``), so a
-rerun without gateware changes costs nothing; the JSON says whether a number was cached and how
-long Yosys took when it ran.
+Blocks: the parser, every element instance of the default pipeline (one block per instance;
+instances whose Verilog is identical are synthesised once), the deparser, buffers, arbiter,
+CSR block and TX completions (:func:`blocks`), and the whole core with the Verilog its
+elements instantiate (:func:`core_verilog_text`: the Rank element's XLS core, whose DSP48E2
+cells count like any other).
+
+Results are cached by the SHA-256 of the Verilog text and the script (``synth_cache/``, with the
+mapped netlist gzipped beside the JSON), so a rerun without gateware changes costs nothing, and
+a change of the analysis (``ANALYSIS_VERSION``) re-analyses the stored netlists without Yosys.
+The JSON says whether a number was cached, Yosys' wall time and its peak RSS.
 """
 from __future__ import annotations
 
 import gzip
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,6 +49,7 @@ from amaranth.back import verilog
 from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data
 
+from netstor.build import extra_verilog
 from netstor.gateware.arbiter import IngressArbiter
 from netstor.gateware.csr import CsrBuilder
 from netstor.gateware.datapath import UW, TX_USER, _arb_layout
@@ -79,8 +92,9 @@ def script(top):
             f"write_json netlist.json\n")
 
 
-#: bump when the analysis of a netlist changes (invalidates cached results)
-ANALYSIS_VERSION = 2
+#: bump when the analysis of a netlist changes: cached results are re-analysed from their
+#: stored netlist (``<top>-<key>.netlist.json.gz`` in the cache) without running Yosys again
+ANALYSIS_VERSION = 3
 
 #: rule of thumb used in the findings (an assumption, not a timing analysis): on an
 #: UltraScale+ -2 part a LUT level plus its routing costs roughly 0.3-0.5 ns, so a 4 ns
@@ -88,44 +102,88 @@ ANALYSIS_VERSION = 2
 LUT_LEVELS_250MHZ = 8
 
 
-def run_yosys(verilog, top, workdir: Path, *, timeout=None, cache_dir: Path | None = None):
-    """Synthesise ``verilog`` (top module ``top``) in ``workdir``; returns the result dict."""
+def verilog_key(verilog, top):
+    """The cache key of a synthesis: the Verilog text and the Yosys script."""
+    return hashlib.sha256((verilog + "\0" + script(top)).encode()).hexdigest()[:20]
+
+
+def _run_measured(cmd, cwd: Path, timeout):
+    """Run ``cmd``; returns ``(exit code or None on timeout, wall s, peak RSS MiB)``. The peak
+    RSS is the child's own (``wait4``), so other processes running beside it do not count."""
+    with open(cwd / "yosys.stdout", "w") as so, open(cwd / "yosys.stderr", "w") as se:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=so, stderr=se)
+        timed_out = threading.Event()
+
+        def kill():
+            timed_out.set()
+            p.kill()
+        timer = threading.Timer(timeout, kill) if timeout else None
+        if timer:
+            timer.start()
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        finally:
+            if timer:
+                timer.cancel()
+        p.returncode = os.waitstatus_to_exitcode(status)
+    secs = time.perf_counter() - t0
+    rss = round(ru.ru_maxrss / 1024, 1)          # Linux: KiB
+    return (None if timed_out.is_set() else p.returncode), secs, rss
+
+
+def run_yosys(verilog, top, workdir: Path, *, timeout=None, cache_dir: Path | None = None,
+              cached_only=False):
+    """Synthesise ``verilog`` (top module ``top``) in ``workdir``; returns the result dict
+    (``yosys_seconds`` wall time and ``peak_rss_mib`` of the Yosys process when it ran).
+    ``cached_only``: never run Yosys; a result not in the cache is ``ok: False``."""
     ys = script(top)
-    key = hashlib.sha256((verilog + "\0" + ys + f"\0{ANALYSIS_VERSION}").encode()
-                         ).hexdigest()[:20]
-    if cache_dir is not None:
-        hit = cache_dir / f"{top}-{key}.json"
-        if hit.exists():
-            r = json.loads(hit.read_text())
+    key = verilog_key(verilog, top)
+    hit = cache_dir / f"{top}-{key}.json" if cache_dir is not None else None
+    if hit is not None and hit.exists():
+        r = json.loads(hit.read_text())
+        net = cache_dir / f"{top}-{key}.netlist.json.gz"
+        if r.get("analysis_version") == ANALYSIS_VERSION:
             r["cached"] = True
             return r
+        if net.exists():                       # re-analyse the stored netlist only
+            r["depth"] = netlist_depth(net, top)
+            r["analysis_version"] = ANALYSIS_VERSION
+            hit.write_text(json.dumps(r, indent=1))
+            r["cached"] = True
+            return r
+    if cached_only:
+        return {"top": top, "ok": False, "error": "not in the cache (--cached-only)",
+                "verilog_sha256": key}
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "design.v").write_text(verilog)
     (workdir / "synth.ys").write_text(ys)
     for f in ("stat.json", "netlist.json"):
         (workdir / f).unlink(missing_ok=True)
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run([yosys_bin(), "-q", "-l", "yosys.log", "synth.ys"], cwd=workdir,
-                           capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    code, secs, rss = _run_measured([yosys_bin(), "-q", "-l", "yosys.log", "synth.ys"],
+                                    workdir, timeout)
+    if code is None:
         return {"top": top, "ok": False, "error": f"timeout after {timeout} s",
-                "yosys_seconds": round(time.perf_counter() - t0, 1)}
-    secs = time.perf_counter() - t0
-    if p.returncode != 0 or not (workdir / "stat.json").exists():
-        tail = (p.stderr or p.stdout or "")[-2000:]
-        return {"top": top, "ok": False, "error": f"yosys exit {p.returncode}: {tail}",
-                "yosys_seconds": round(secs, 1)}
+                "yosys_seconds": round(secs, 1), "peak_rss_mib": rss}
+    if code != 0 or not (workdir / "stat.json").exists():
+        tail = ""
+        for f in ("yosys.stderr", "yosys.stdout"):
+            tail = tail or (workdir / f).read_text()[-2000:]
+        return {"top": top, "ok": False, "error": f"yosys exit {code}: {tail}",
+                "yosys_seconds": round(secs, 1), "peak_rss_mib": rss}
     cells = parse_stat(workdir / "stat.json", top)
     depth = netlist_depth(workdir / "netlist.json", top)
-    r = {"top": top, "ok": True, "yosys_seconds": round(secs, 1), "cached": False,
-         "verilog_sha256": key, "cells": cells, **summarise(cells), "depth": depth}
-    with open(workdir / "netlist.json", "rb") as src, gzip.open(workdir / "netlist.json.gz",
-                                                                 "wb", compresslevel=3) as dst:
+    r = {"top": top, "ok": True, "yosys_seconds": round(secs, 1), "peak_rss_mib": rss,
+         "cached": False, "verilog_sha256": key, "analysis_version": ANALYSIS_VERSION,
+         "cells": cells, **summarise(cells), "depth": depth}
+    gz = workdir / "netlist.json.gz"
+    with open(workdir / "netlist.json", "rb") as src, gzip.open(gz, "wb",
+                                                                 compresslevel=3) as dst:
         shutil.copyfileobj(src, dst)
     (workdir / "netlist.json").unlink()     # large; kept gzipped for inspection
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(gz, cache_dir / f"{top}-{key}.netlist.json.gz")
         (cache_dir / f"{top}-{key}.json").write_text(json.dumps(r, indent=1))
     return r
 
@@ -186,6 +244,35 @@ def _is_lut(t):
     return bool(re.fullmatch(r"LUT[1-6](_2)?", t))
 
 
+def lutram_read_inputs(port, inputs):
+    """The input ports of a LUTRAM primitive that reach read output ``port``
+    combinationally: ``DOx`` <- ``ADDRx`` (RAM32M/RAM64M/RAM32M16/RAM64M8), ``SPO``/``O`` <-
+    ``A``/``A0``.. (the write port's address, read asynchronously), ``DPO`` <- ``DPRA``/
+    ``DPRA0``.. (RAMnnX1D/S). Everything else (``DI*``, ``D``, ``WE``, ``WCLK``, and the write
+    address when it is not read) is synchronous."""
+    if port.startswith("DO") and len(port) == 3:
+        return [p for p in inputs if p == "ADDR" + port[2]]
+    if port in ("SPO", "O"):
+        return [p for p in inputs if re.fullmatch(r"A\d*", p)]
+    if port == "DPO":
+        return [p for p in inputs if re.fullmatch(r"DPRA\d*", p)]
+    return list(inputs)          # unknown primitive port: conservative
+
+
+def _consumed_bits(mod):
+    """Net bits read by some cell input or driving a module output port."""
+    used = set()
+    for c in mod.get("cells", {}).values():
+        dirs = c.get("port_directions", {})
+        for port, bits in c["connections"].items():
+            if dirs.get(port) == "input":
+                used.update(b for b in bits if isinstance(b, int))
+    for pd in mod.get("ports", {}).values():
+        if pd.get("direction") == "output":
+            used.update(b for b in pd.get("bits", []) if isinstance(b, int))
+    return used
+
+
 def netlist_depth(path: Path, top):
     """Longest combinational path of the mapped netlist (see the module docstring)."""
     if str(path).endswith(".gz"):
@@ -210,42 +297,58 @@ def netlist_depth(path: Path, top):
             if old is None or (old[0] and not hidden) or (old[0] == hidden
                                                           and len(label) < len(old[1])):
                 bitname[b] = (hidden, label)
-    # driver of each net bit: (cell index, weight_lut, weight_cell) for combinational cells
+    # Nodes of the combinational graph: one per combinational cell, and one per *used read
+    # output* of a LUTRAM (its asynchronous read: one LUT level, reached only from that
+    # output's read address). A LUTRAM's write address, write data and write enable are
+    # synchronous inputs: a path into them ends at the RAM (they are not counted as depth).
     names = list(cells)
-    drv = {}                     # bit -> cell index (combinational driver)
-    comb = []
+    used = _consumed_bits(mod)
+    drv = {}                     # bit -> node (combinational driver)
+    node_cell = []               # node -> cell index
+    node_ins = []                # node -> input ports whose bits reach the node's outputs
     for idx, name in enumerate(names):
         c = cells[name]
         t = c["type"].lstrip("\\")
         dirs = c.get("port_directions", {})
-        lutram = t in LUTRAM_LUTS
-        if _is_seq(t) and not lutram:
+        ins = [p_ for p_ in c["connections"] if dirs.get(p_) == "input"]
+        if t in LUTRAM_LUTS:
+            for port, bits in c["connections"].items():
+                if dirs.get(port) != "output":
+                    continue
+                if not any(isinstance(b, int) and b in used for b in bits):
+                    continue     # an unused read port (e.g. the write port's own read)
+                node = len(node_cell)
+                node_cell.append(idx)
+                node_ins.append(lutram_read_inputs(port, ins))
+                for b in bits:
+                    if isinstance(b, int):
+                        drv[b] = node
             continue
-        comb.append(idx)
+        if _is_seq(t):
+            continue
+        node = len(node_cell)
+        node_cell.append(idx)
+        node_ins.append(ins)
         for port, bits in c["connections"].items():
             if dirs.get(port) == "output":
                 for b in bits:
                     if isinstance(b, int):
-                        drv[b] = idx
-    # inputs of combinational cells that come from combinational drivers
+                        drv[b] = node
+    comb = list(range(len(node_cell)))
     preds = {}
     info = {}
-    for idx in comb:
+    for node in comb:
+        idx = node_cell[node]
         c = cells[names[idx]]
         t = c["type"].lstrip("\\")
-        dirs = c.get("port_directions", {})
-        lutram = t in LUTRAM_LUTS
         ps = set()
-        for port, bits in c["connections"].items():
-            if dirs.get(port) != "input":
-                continue
-            if lutram and not port.startswith(("ADDR", "A", "DPRA")):
-                continue     # LUTRAM: only the read address reaches the output combinationally
-            for b in bits:
-                if isinstance(b, int) and b in drv and drv[b] != idx:
+        for port in node_ins[node]:
+            for b in c["connections"][port]:
+                if isinstance(b, int) and b in drv and drv[b] != node:
                     ps.add(drv[b])
-        preds[idx] = ps
-        info[idx] = (1 if (_is_lut(t) or lutram) else 0, 0 if t in ("GND", "VCC") else 1, t)
+        preds[node] = ps
+        info[node] = (1 if (_is_lut(t) or t in LUTRAM_LUTS) else 0,
+                      0 if t in ("GND", "VCC") else 1, t)
     # longest path by iterative DFS (the combinational graph must be acyclic)
     best = {}
     back = {}
@@ -295,12 +398,11 @@ def netlist_depth(path: Path, top):
     first = n_first = end
     while back.get(n_first) is not None:
         n_first = back[n_first]
-    c = cells[names[n_first]]
-    dirs = c.get("port_directions", {})
-    starts = sorted({bitname.get(b, (1, "?"))[1] for p_, bits in c["connections"].items()
-                     if dirs.get(p_) == "input" for b in bits
+    c = cells[names[node_cell[n_first]]]
+    starts = sorted({bitname.get(b, (1, "?"))[1] for p_ in node_ins[n_first]
+                     for b in c["connections"][p_]
                      if isinstance(b, int) and b not in drv})[:4]
-    c = cells[names[first]]
+    c = cells[names[node_cell[first]]]
     dirs = c.get("port_directions", {})
     end_bits = {b for p_, bits in c["connections"].items() if dirs.get(p_) == "output"
                 for b in bits if isinstance(b, int)}
@@ -308,7 +410,7 @@ def netlist_depth(path: Path, top):
     for name in names:
         cc = cells[name]
         t = cc["type"].lstrip("\\")
-        if not _is_seq(t):
+        if not _is_seq(t) and t not in LUTRAM_LUTS:
             continue
         d2 = cc.get("port_directions", {})
         if any(isinstance(b, int) and b in end_bits for p_, bits in cc["connections"].items()
@@ -388,23 +490,26 @@ def _extra_verilog(e):
     return "".join("\n" + text for text in e.extra_verilog().values())
 
 
-def element_kinds(pl):
-    """First element of each kind in pipeline order: ``{bench key: element}``."""
-    kinds = {}
-    for e in list(pl.elements) + list(pl.egress_elements):
-        kinds.setdefault(e.bench_key, e)
-    return kinds
+def element_instances(pl):
+    """Every element instance of the core, in pipeline order: ``[(bench key, element, copies
+    in the core)]``. Ingress elements are built once; an egress element once per output copy
+    (the key names the instance, ``element:<program>.<name>`` / ``egress:<program>.<name>``)."""
+    out = [(f"element:{e.qualname}", e, 1) for e in pl.elements]
+    out += [(f"egress:{e.qualname}", e, pl.n_outputs) for e in pl.egress_elements]
+    return out
 
 
-def block_element(pl, e, name):
+def block_element(pl, e, name, prefix="e"):
+    """Verilog of element ``e`` alone (top ``name``), PHV in and out as ports. ``prefix`` names
+    its signals; with the default, two elements of the same configuration give the same
+    Verilog (the bench synthesises it once)."""
     csr = CsrBuilder()
     m = Module()
     layout = data.StructLayout(pl.phv.layout())
     vin = Signal(name="valid_in")
     raw = Signal(layout.size, name="phv_in")
     phv_in = data.View(layout, raw)
-    vout, pout, lat = build_element(m, e, pl, vin, phv_in, csr,
-                                    prefix=f"{e.program.name}_{e.name}")
+    vout, pout, lat = build_element(m, e, pl, vin, phv_in, csr, prefix=prefix)
     ports = {"valid_in": vin, "phv_in": raw}
     _flat(m, ports, "valid_out", vout, "out")
     _flat(m, ports, "phv_out", pout, "out")
@@ -456,50 +561,48 @@ def block_csr(core):
 
 
 def blocks(core):
-    """``[(key, description, top name, verilog thunk)]`` of every block to synthesise."""
+    """``[(key, description, top name, verilog thunk, instances in the core)]`` of every block
+    to synthesise: the fixed blocks and every element instance (its own Verilog, so each
+    distinct configuration is synthesised; identical ones share one run)."""
     pl = core.pipeline
     dp = core.datapath
     out = [("parser", "Parser (window of two 512-bit beats -> PHV)", "bench_parser",
-            lambda: block_parser(pl))]
-    for kind, e in element_kinds(pl).items():
-        top = f"bench_{kind}"
-        out.append((f"element_{kind}", e.bench_label, top,
-                    (lambda e=e, top=top: block_element(pl, e, top)[0] + _extra_verilog(e))))
+            lambda: block_parser(pl), 1)]
+    for key, e, n in element_instances(pl):
+        out.append((key, e.bench_label, "bench_element",
+                    (lambda e=e: block_element(pl, e, "bench_element")[0]
+                     + _extra_verilog(e)), n))
     out += [
         ("deparser", "DeparsePrep + merge (one output copy)", "bench_deparser",
-         lambda: block_deparser(pl)),
+         lambda: block_deparser(pl), pl.n_outputs + 1),
         ("packet_buffer", f"PacketBuffer (wire RX, {dp.in_buffer_beats} beats, drop on full)",
          "bench_packet_buffer",
          lambda: block_component(PacketBuffer(data_width=512, user_width=UW,
                                               depth_beats=dp.in_buffer_beats,
                                               backpressure=False, error_bit=True),
-                                 "bench_packet_buffer")),
+                                 "bench_packet_buffer"), pl.n_inputs),
         ("egress_queue", f"EgressQueue (wire TX, {dp.out_queue_beats} beats)",
          "bench_egress_queue",
          lambda: block_component(EgressQueue(data_width=512, user_width=TX_USER + 1,
                                              depth_beats=dp.out_queue_beats),
-                                 "bench_egress_queue")),
+                                 "bench_egress_queue"), pl.n_outputs),
         ("arbiter", f"IngressArbiter ({pl.n_inputs} inputs)", "bench_arbiter",
          lambda: block_component(IngressArbiter(pl.n_inputs, data_width=512, user_width=UW),
-                                 "bench_arbiter")),
+                                 "bench_arbiter"), 1),
         ("csr", "AXI-Lite CSR block (all registers, counters, indirect memory access)",
-         "bench_csr", lambda: block_csr(core)),
+         "bench_csr", lambda: block_csr(core), 1),
         ("tx_completions", f"TxCompletions ({core.P} ports)", "bench_tx_completions",
-         lambda: block_component(TxCompletions(core.P), "bench_tx_completions")),
+         lambda: block_component(TxCompletions(core.P), "bench_tx_completions"), 1),
     ]
     return out
 
 
 def instance_counts(core):
     """How many of each block the default core holds (for the per-block sum)."""
-    pl = core.pipeline
-    counts = {"parser": 1, "deparser": pl.n_outputs + 1, "packet_buffer": pl.n_inputs,
-              "egress_queue": pl.n_outputs, "arbiter": 1, "csr": 1, "tx_completions": 1}
-    kinds = {}
-    for e in pl.elements:
-        kinds[e.bench_key] = kinds.get(e.bench_key, 0) + 1
-    for e in pl.egress_elements:                  # one instance per output copy
-        kinds[e.bench_key] = kinds.get(e.bench_key, 0) + pl.n_outputs
-    for k, v in kinds.items():
-        counts[f"element_{k}"] = v
-    return counts
+    return {b[0]: b[4] for b in blocks(core)}
+
+
+def core_verilog_text(core_v, core):
+    """The whole core's Verilog for synthesis: ``netstor_core`` and every module its elements
+    instantiate (the Rank element's XLS core), as the board build and the simulations get."""
+    return core_v + "".join("\n" + t for t in extra_verilog(core).values())

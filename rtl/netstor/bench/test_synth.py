@@ -1,0 +1,158 @@
+"""The synthesis bench's own logic, without Yosys: the logic-depth walker on hand-made mapped
+netlists (LUT levels counted by hand), the deepest-block summary and the standalone hook."""
+import json
+import re
+import sys
+import types
+
+from netstor import bench
+from netstor.bench import synth
+from netstor.build import build_core
+from netstor.paths import repo_root
+
+
+class _Net:
+    """A tiny mapped netlist in Yosys' write_json form."""
+
+    def __init__(self):
+        self.cells = {}
+        self.bit = 10
+        self.ports = {}
+
+    def new(self, n=1):
+        bits = list(range(self.bit, self.bit + n))
+        self.bit += n
+        return bits
+
+    def cell(self, name, typ, ins, outs):
+        conns = {**ins, **outs}
+        dirs = {**{p: "input" for p in ins}, **{p: "output" for p in outs}}
+        self.cells[name] = {"type": typ, "connections": conns, "port_directions": dirs}
+
+    def ff(self, name, d):
+        q = self.new()
+        self.cell(name, "FDRE", {"D": d, "C": [2], "CE": ["1"], "R": ["0"]}, {"Q": q})
+        return q
+
+    def lut(self, name, *ins):
+        o = self.new()
+        self.cell(name, "LUT6", {f"I{i}": b for i, b in enumerate(ins)}, {"O": o})
+        return o
+
+    def chain(self, name, src, n):
+        for i in range(n):
+            src = self.lut(f"{name}{i}", src)
+        return src
+
+    def write(self, path):
+        mod = {"cells": self.cells, "ports": self.ports, "netnames": {}}
+        path.write_text(json.dumps({"modules": {"top": mod}}))
+        return path
+
+
+def _ram64m8(net, name, addr, wdata, we, used=("DOA",)):
+    """A RAM64M8 (7 read ports A..G + the write/read port H); ``addr``: {letter: 6 bits}."""
+    ins = {f"ADDR{c}": addr.get(c, ["0"] * 6) for c in "ABCDEFGH"}
+    ins.update({f"DI{c}": wdata for c in "ABCDEFGH"})
+    ins.update({"WE": we, "WCLK": [2]})
+    outs = {f"DO{c}": net.new() for c in "ABCDEFGH"}
+    net.cell(name, "RAM64M8", ins, outs)
+    return {p: outs[p] for p in used}
+
+
+def test_lutram_write_address_is_not_depth(tmp_path):
+    net = _Net()
+    src = net.ff("src", net.new())
+    waddr = net.chain("w", src, 6)                    # 6 levels into the write address
+    raddr = net.chain("r", src, 2)                    # 2 levels into a read address
+    wdata = net.chain("d", src, 1)
+    outs = _ram64m8(net, "ram", {"H": waddr * 6, "A": raddr * 6}, wdata, src)
+    net.ff("dst", net.chain("o", outs["DOA"], 3))     # read -> 3 levels -> register
+    d = synth.netlist_depth(net.write(tmp_path / "n.json"), "top")
+    # write path: 6 levels ending at the RAM; read path: 2 + 1 (async read) + 3 = 6; the
+    # walker of old joined them through the RAM: 6 + 1 + 3 = 10
+    assert d["lut_levels"] == 6
+    net2 = _Net()
+    src = net2.ff("src", net2.new())
+    waddr = net2.chain("w", src, 7)
+    outs = _ram64m8(net2, "ram", {"H": waddr * 6, "A": src * 6}, src, src)
+    net2.ff("dst", net2.chain("o", outs["DOA"], 1))
+    assert synth.netlist_depth(net2.write(tmp_path / "n2.json"), "top")["lut_levels"] == 7
+
+
+def test_lutram_read_of_the_write_port_counts(tmp_path):
+    """When the write port's own read (DOH, address ADDRH) is used, that path is real."""
+    net = _Net()
+    src = net.ff("src", net.new())
+    waddr = net.chain("w", src, 5)
+    outs = _ram64m8(net, "ram", {"H": waddr * 6}, src, src, used=("DOH",))
+    net.ff("dst", net.chain("o", outs["DOH"], 2))
+    assert synth.netlist_depth(net.write(tmp_path / "n.json"), "top")["lut_levels"] == 5 + 1 + 2
+
+
+def test_dual_port_x1d(tmp_path):
+    """RAM64X1D: SPO is read at the write address A0..A5, DPO at DPRA0..DPRA5."""
+    net = _Net()
+    src = net.ff("src", net.new())
+    a = net.chain("a", src, 4)
+    dpra = net.chain("p", src, 1)
+    spo, dpo = net.new(), net.new()
+    net.cell("ram", "RAM64X1D", {**{f"A{i}": a for i in range(6)},
+                                 **{f"DPRA{i}": dpra for i in range(6)},
+                                 "D": src, "WE": src, "WCLK": [2]}, {"SPO": spo, "DPO": dpo})
+    net.ff("dst", net.chain("o", dpo, 1))
+    # DPO path: 1 + 1 + 1 = 3; the write address (4 levels) ends at the RAM; SPO unused
+    assert synth.netlist_depth(net.write(tmp_path / "n.json"), "top")["lut_levels"] == 4
+    net.ff("dst2", net.chain("s", spo, 2))            # now SPO is read: 4 + 1 + 2
+    assert synth.netlist_depth(net.write(tmp_path / "n.json"), "top")["lut_levels"] == 7
+
+
+def test_max_depth_names_the_block():
+    def blk(lv, **kw):
+        return {"ok": True, "depth": {"lut_levels": lv, "path_from": ["a"], "path_to": ["b"]},
+                **kw}
+    md = bench.max_depth({"parser": blk(10), "element:x.y": blk(12), "csr": blk(5),
+                          "element:x.z": blk(12, same_config_as="element:x.y"),
+                          "bad": {"ok": False}})
+    assert (md["block"], md["lut_levels"], md["limit"]) == ("element:x.y", 12, 8)
+    assert md["over_limit"] == [{"block": "element:x.y", "lut_levels": 12},
+                                {"block": "parser", "lut_levels": 10}]
+
+
+def test_standalone_hook(tmp_path, monkeypatch):
+    calls = []
+    mod = types.ModuleType("netstor_fake_bench")
+
+    def fake(out):
+        calls.append(out)
+        return {"ok": True, "LUT": 7, "URAM": 32}
+    mod.bench = fake
+    monkeypatch.setitem(sys.modules, "netstor_fake_bench", mod)
+    res = bench.run_standalone(tmp_path, ("netstor_fake_bench", "netstor.elements.no_such_bench"),
+                               log=lambda *a: None)
+    assert calls == [tmp_path]
+    assert set(res) == {"netstor_fake_bench"}
+    assert res["netstor_fake_bench"]["URAM"] == 32 and "wall_seconds" in res["netstor_fake_bench"]
+    mod.bench = lambda out: 1 / 0
+    res = bench.run_standalone(tmp_path, ("netstor_fake_bench",), log=lambda *a: None)
+    assert res["netstor_fake_bench"]["ok"] is False and "ZeroDivision" in res["netstor_fake_bench"]["error"]
+
+
+def _undefined_modules(v):
+    inst = {m.group(1).lstrip("\\") for m in re.finditer(r"^  (\\?\S+)\s+\\?\S+\s*\($", v, re.M)}
+    defined = {m.group(1).lstrip("\\") for m in re.finditer(r"^module (\\?\S+?)\s*\(", v, re.M)}
+    return inst - defined
+
+
+def test_core_verilog_given_to_yosys_defines_every_module():
+    """The whole-core run gets the Rank element's XLS core (its DSPs were missing when only
+    netstor_core.v went to Yosys); the generated netstor_core.v alone lacks it."""
+    core = build_core()
+    v = (repo_root() / "build" / "rtl" / "netstor_core.v").read_text()
+    needed = _undefined_modules(v)
+    assert needed, "the default core instantiates the XLS ranking core"
+    assert not _undefined_modules(synth.core_verilog_text(v, core))
+    # and the Rank instance's own block carries it too
+    rank = [b for b in synth.blocks(core) if b[1].startswith("Rank")]
+    assert rank and all(b[0].startswith("element:") and b[4] == 1 for b in rank)
+    assert not _undefined_modules(rank[0][3]())
