@@ -13,6 +13,7 @@ ternary / LPM table  ``valid(1) | value(kw) | mask(kw) | action(ab) | params(pw)
 ``T.default``        ``action(ab) | params(pw)``
 register bank        ``value(width)``
 ``tm.mcast``         ``ports(2P) | rid[0](16) | rid[1](16) | ...``, address = group
+``tm.groups``        ``n(5) | 16 x (port(4) | rid(16))``, address = group
 ==================== ==============================================================
 
 A :class:`TableWriter` keeps a shadow of what *it* has written (to pick free exact slots and to
@@ -28,6 +29,10 @@ __all__ = ["TableWriter", "TableFullError", "apply_writes", "apply_writes_async"
 
 def _mask(w):
     return (1 << w) - 1
+
+
+#: copies per group in the copy-list format (``tm.groups``: ``n(5) | 16 x (port(4) | rid(16))``)
+GROUP_COPIES = 16
 
 
 class TableFullError(Exception):
@@ -268,6 +273,32 @@ class TableWriter:
             ports |= 1 << port
             word |= rid << (P2 + 16 * port)
         return [("tm.mcast", group, ports | word)]
+
+    def mcast_list_set(self, group, copies):
+        """Copy-list multicast (``tm.groups``, the replication engine's format,
+        ``netstor.model.replication``): group ``group`` makes the ``(port, rid)`` copies of
+        ``copies`` in order, at most 16, any number on one port; ``[]`` empties it."""
+        P2 = 2 * self.pipeline.n_ports
+        n = self.pipeline.mcast_groups
+        if isinstance(group, bool) or not isinstance(group, int) or not 1 <= group < n:
+            raise ValueError(f"multicast group {group!r} out of range 1..{n - 1}")
+        copies = list(copies)
+        if len(copies) > GROUP_COPIES:
+            raise ValueError(f"multicast group {group}: {len(copies)} copies, at most "
+                             f"{GROUP_COPIES}")
+        word = len(copies)
+        for i, m in enumerate(copies):
+            try:
+                port, rid = m
+            except (TypeError, ValueError):
+                raise TypeError(f"multicast group {group}: copies are (port, rid) pairs, "
+                                f"got {m!r}") from None
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < P2:
+                raise ValueError(f"multicast group {group}: port {port!r} out of range "
+                                 f"0..{P2 - 1}")
+            _check_uint(f"multicast group {group}: rid of copy {i}", rid, 16)
+            word |= (port | rid << 4) << (5 + 20 * i)
+        return [("tm.groups", group, word)]
 
     def bank_write(self, bank, index, value):
         b = self.banks.get(bank)

@@ -53,8 +53,9 @@ def test_list_multicast_copies_in_order_same_port(lm):
     assert [prim_hdr(o.frame)["tag"] for o in outs] == [0xAAAA, 0xBBBB, 0x1111, 0xAAAA, 0x1111]
     assert m.counter("out1.pkts") == 3 and m.counter("out0.pkts") == 1
     assert m.counter("prim.copy_tag.hit") == 3 and m.counter("prim.copy_tag.miss") == 2
-    # 16 copies on one port
-    m.mem_write("tm.groups", 3, encode_group([(2, 11)] * 16))
+    # 16 copies on one port, written by the driver's encoder
+    apply_writes(m, tw.mcast_list_set(3, [(2, 11)] * 16))
+    assert m.mem_read("tm.groups", 3) == encode_group([(2, 11)] * 16)
     outs = m.process(f, 0)
     assert len(outs) == 16 and {o.port for o in outs} == {2}
     assert all(prim_hdr(o.frame)["tag"] == 0xBBBB for o in outs)
@@ -119,3 +120,17 @@ def test_truncate_leaves_short_and_non_ip_frames():
     assert truncate_frame(g, _phv(g)) == udp_frame(payload=b"")
     arp = bytes(Ether(type=0x0806) / Raw(bytes(46)))
     assert truncate_frame(arp, _phv(arp)) == arp
+
+
+def test_driver_list_encoder_checks():
+    tw = TableWriter(default_pipeline())
+    assert tw.mcast_list_set(5, [(1, 7), (1, 8), (0, 9)]) == [
+        ("tm.groups", 5, 0x12000000000000 + 0x102000000 + 0xE20 + 3)]
+    assert tw.mcast_list_set(5, []) == [("tm.groups", 5, 0)]
+    for bad in ([(0, 1)] * 17, [(4, 1)], [(0, 1 << 16)], [(-1, 0)]):
+        with pytest.raises(ValueError):
+            tw.mcast_list_set(5, bad)
+    with pytest.raises(ValueError):
+        tw.mcast_list_set(0, [(0, 1)])
+    with pytest.raises(TypeError):
+        tw.mcast_list_set(5, [3])
