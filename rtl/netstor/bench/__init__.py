@@ -6,14 +6,21 @@ Writes into ``--out``:
   driver (``sim/lean_axis.py``): packets and bytes per clock, port-to-port latency and its
   decomposition, line rate at 250 MHz (sync taps) and 322.27 MHz (direct taps) against 100 GbE
   (see :mod:`netstor.bench.pipeline`);
-* ``synth.json``: Yosys ``synth_xilinx -family xcup`` per block and for the whole core: LUT,
-  FF, BRAM, URAM, DSP, logic depth, share of an XCU250 (see :mod:`netstor.bench.synth`);
+* ``synth.json``: Yosys ``synth_xilinx -family xcup`` per block (the parser, deparser, buffers,
+  arbiter, CSR block, TX completions and **every element instance** of the default programs,
+  ``element:<program>.<name>``), for the whole core (``"core"``: ``netstor_core`` flattened with
+  the Verilog its elements instantiate, e.g. the Rank element's XLS core) and for the optional
+  standalone benches (``"standalone"``: big banks and tables, :data:`STANDALONE_BENCHES`): LUT,
+  FF, BRAM, URAM, DSP, logic depth, share of an XCU250; ``"max_depth"`` names the deepest block
+  and every block above 8 LUT levels (see :mod:`netstor.bench.synth`);
 * ``summary.txt``: the one-screen summary printed at the end (every figure read from the JSON);
 * ``bench.json``: index (files, commands, runtimes, the git revision measured).
 
-The whole-core synthesis takes ~13 minutes in WebAssembly Yosys; it runs in a background
-process while the simulation and the per-block syntheses run, and its result is cached by the
-hash of the Verilog (``synth_cache/``), so a rerun without gateware changes is quick.
+The whole-core synthesis is the longest part (WebAssembly Yosys, one process; its wall time
+and peak RSS are in ``synth.json["core"]``); it runs in a background thread while the
+simulation and the per-block syntheses run (``--no-core-synth`` skips it). Every result is
+cached by the hash of its Verilog (``synth_cache/``), so a rerun without gateware changes is
+quick and ``--cached-only`` prints the table from the cache without running Yosys.
 """
 from __future__ import annotations
 
@@ -257,6 +264,13 @@ def _synth_findings(res):
                                and wc["depth"]["lut_levels"] > lim else [])))
     elif md.get("block"):
         out.append(f"every block synthesised is within {lim} LUT levels")
+    dsp = [f"{k} ({r['depth']['comb_dsp_cells']} DSP, up to "
+           f"{r['depth'].get('lut_levels_through_comb_dsp')} LUT levels + the DSP on a path)"
+           for k, r in res["blocks"].items() if r.get("ok") and "same_config_as" not in r
+           and r["depth"].get("comb_dsp_cells")]
+    if dsp:
+        out.append("combinational DSP48E2 (no MREG/PREG: a multiply-add of ~2-3 ns inside "
+                   "a register-to-register path, not counted in LUT levels): " + ", ".join(dsp))
     t = res.get("total", {})
     if t:
         sh = t["share_of_xcu250_pct"]

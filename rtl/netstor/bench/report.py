@@ -98,8 +98,11 @@ def synth_lines(syn):
         lv = r["depth"]["lut_levels"]
         how = ("= " + r["same_config_as"] if r.get("same_config_as")
                else f"{r['yosys_seconds']}" + (" c" if r.get("cached") else ""))
+        cd = r["depth"].get("comb_dsp_cells")
         lines.append(f" {name:<36}{r['LUT']:>7,} {r['FF']:>7,} {_fmt(r['BRAM36_equiv'], 1):>6} "
-                     f"{r['DSP']:>4} {lv:>4}{' !' if lv > lim else '  '}   {how}")
+                     f"{r['DSP']:>4} {lv:>4}{' !' if lv > lim else '  '}   {how}"
+                     + (f"  [{cd} comb DSP, {r['depth'].get('lut_levels_through_comb_dsp')}"
+                        f" lv + DSP]" if cd else ""))
     s = syn["sum_of_blocks"]
     lines.append(f" {'sum x instances':<36}{s['LUT']:>7,} {s['FF']:>7,} "
                  f"{_fmt(s['BRAM36_equiv'], 1):>6} {s['DSP']:>4} {s['lut_levels']:>4}")

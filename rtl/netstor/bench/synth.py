@@ -15,7 +15,9 @@ Logic depth (``netlist_depth``): longest register-to-register path, counting
 * ``cells``: every combinational cell on the path (LUTs, CARRY4/CARRY8 slices, MUXF7/8/9,
   INV), which is what ``ltp`` would count.
 
-Sequential cells (FD*, RAMB*, URAM288, DSP48E2, SRL*) start and end paths. A LUTRAM
+Sequential cells (FD*, RAMB*, URAM288, DSP48E2 with a multiplier or output register, SRL*)
+start and end paths; a DSP48E2 with neither (MREG = PREG = 0) is combinational: a node
+of 0 LUT levels from its unregistered inputs (``comb_dsp_cells``, ``dsp_on_that_path``). A LUTRAM
 (RAM32M/RAM64M/RAM32M16/RAM64M8/RAMnnX1D/S) is a node per *used* read output, reached only from
 that output's read address (``DOx`` <- ``ADDRx``, ``SPO`` <- ``A``, ``DPO`` <- ``DPRA``): its
 write address, data and enable are synchronous and end a path at the RAM.
@@ -46,17 +48,16 @@ import time
 from pathlib import Path
 
 from amaranth.back import verilog
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data
 
 from netstor.build import extra_verilog
 from netstor.gateware.arbiter import IngressArbiter
 from netstor.gateware.csr import CsrBuilder
 from netstor.gateware.datapath import UW, TX_USER, _arb_layout
-from netstor.gateware.deparser import DeparsePrep, merge_beat
-from netstor.gateware.kit import HwEnv
+from netstor.gateware.deparser import Deparser
 from netstor.gateware.packet_buffer import PacketBuffer, EgressQueue
-from netstor.gateware.parser import Parser, orig_layout
+from netstor.gateware.parser import Parser
 from netstor.gateware.stages import build_element
 from netstor.gateware.tx_completion import TxCompletions
 from netstor.paths import repo_root
@@ -94,7 +95,7 @@ def script(top):
 
 #: bump when the analysis of a netlist changes: cached results are re-analysed from their
 #: stored netlist (``<top>-<key>.netlist.json.gz`` in the cache) without running Yosys again
-ANALYSIS_VERSION = 3
+ANALYSIS_VERSION = 4
 
 #: rule of thumb used in the findings (an assumption, not a timing analysis): on an
 #: UltraScale+ -2 part a LUT level plus its routing costs roughly 0.3-0.5 ns, so a 4 ns
@@ -259,6 +260,36 @@ def lutram_read_inputs(port, inputs):
     return list(inputs)          # unknown primitive port: conservative
 
 
+def _param(cell, name, default=0):
+    v = cell.get("parameters", {}).get(name, default)
+    if isinstance(v, str):
+        try:
+            return int(v, 2) if set(v) <= set("01") else int(v)
+        except ValueError:
+            return default
+    return int(v)
+
+
+def dsp_comb_inputs(cell):
+    """The input ports of a DSP48E2 that reach its output ``P`` combinationally (no
+    multiplier register MREG and no output register PREG), or ``None`` when the output is
+    registered (then the DSP starts and ends paths like a flip-flop). A combinational DSP is a
+    node of the depth graph: 0 LUT levels but one cell (``dsp_on_that_path``), and a
+    multiply-add through it costs some 2-3 ns at -2 speed, so it is reported
+    (``comb_dsp_cells``)."""
+    if _param(cell, "PREG", 1) or _param(cell, "MREG", 1):
+        return None
+    ins = {"C"} if not _param(cell, "CREG", 1) else set()
+    if not _param(cell, "AREG", 1):
+        ins |= {"A", "ACIN"}
+    if not _param(cell, "BREG", 1):
+        ins |= {"B", "BCIN"}
+    if not (_param(cell, "DREG", 1) or _param(cell, "ADREG", 1)):
+        ins.add("D")
+    ins |= {"PCIN", "CARRYIN", "CARRYCASCIN", "MULTSIGNIN"}
+    return ins
+
+
 def _consumed_bits(mod):
     """Net bits read by some cell input or driving a module output port."""
     used = set()
@@ -303,6 +334,8 @@ def netlist_depth(path: Path, top):
     # synchronous inputs: a path into them ends at the RAM (they are not counted as depth).
     names = list(cells)
     used = _consumed_bits(mod)
+    comb_dsp = 0                 # DSP48E2 cells with neither multiplier nor output register
+    dins = None
     drv = {}                     # bit -> node (combinational driver)
     node_cell = []               # node -> cell index
     node_ins = []                # node -> input ports whose bits reach the node's outputs
@@ -324,7 +357,12 @@ def netlist_depth(path: Path, top):
                     if isinstance(b, int):
                         drv[b] = node
             continue
-        if _is_seq(t):
+        if t.startswith("DSP48"):
+            dins = dsp_comb_inputs(c)
+            if dins:
+                comb_dsp += 1
+                ins = [p_ for p_ in ins if p_ in dins]
+        if _is_seq(t) and not (t.startswith("DSP48") and dins):
             continue
         node = len(node_cell)
         node_cell.append(idx)
@@ -352,6 +390,7 @@ def netlist_depth(path: Path, top):
     # longest path by iterative DFS (the combinational graph must be acyclic)
     best = {}
     back = {}
+    via_dsp = {}                 # node -> LUT levels of its longest path through a comb DSP
     state = {}
     loops = 0
     for root in comb:
@@ -384,6 +423,12 @@ def netlist_depth(path: Path, top):
                         bl, bc, bp = pl, pc, p
             best[node] = (bl + wl, bc + wc)
             back[node] = bp
+            if info[node][2].startswith("DSP48"):
+                via_dsp[node] = bl + wl
+            else:
+                vd = [via_dsp[p] for p in preds[node] if p in via_dsp]
+                if vd:
+                    via_dsp[node] = max(vd) + wl
             state[node] = 2
     if not best:
         return {"lut_levels": 0, "cells": 0, "path": [], "comb_loops": loops}
@@ -425,7 +470,9 @@ def netlist_depth(path: Path, top):
     max_cells = max(v[1] for v in best.values())
     return {"lut_levels": lut_levels, "cells_on_that_path": ncells, "max_cells": max_cells,
             "path_cell_types": _compress(path), "path_from": starts,
-            "path_to": sorted(ends)[:4],
+            "path_to": sorted(ends)[:4], "comb_dsp_cells": comb_dsp,
+            "dsp_on_that_path": sum(1 for t in path if t.startswith("DSP48")),
+            "lut_levels_through_comb_dsp": max(via_dsp.values(), default=None),
             "comb_loops": loops}
 
 
@@ -470,17 +517,24 @@ def _convert(elab, ports, name):
     return verilog.convert(elab, name=name, ports=list(ports.values()), emit_src=False)
 
 
+def _signature_ports(comp, ports, prefix=""):
+    """Every member of component ``comp``'s signature as a port (``a__b__c`` names); members
+    tied to a constant (a never-stalling stream's ``ready``) are not ports."""
+    for path, member, value in comp.signature.flatten(comp):
+        v = Value.cast(value)
+        if isinstance(v, Signal):
+            ports[prefix + "__".join(map(str, path))] = v
+
+
 def block_parser(pl):
+    """The :class:`~netstor.gateware.parser.Parser` component with its CSR registers and
+    counters as ports."""
     csr = CsrBuilder()
     p = Parser(pl, _arb_layout(512), csr)
     m = Module()
     m.submodules.parser = p
     ports = {}
-    _flat(m, ports, "i_valid", p.i_valid, "in")
-    _flat(m, ports, "i_beat", p.i, "in")
-    _flat(m, ports, "phv_valid", p.phv_valid, "out")
-    _flat(m, ports, "phv", p.phv, "out")
-    _flat(m, ports, "orig", p.orig, "out")
+    _signature_ports(p, ports)
     _ports_of_csr(csr, ports)
     return _convert(m, ports, "bench_parser")
 
@@ -517,31 +571,15 @@ def block_element(pl, e, name, prefix="e"):
     return _convert(m, ports, name), lat
 
 
-def block_deparser(pl):
+def block_deparser(core):
+    """One output copy's :class:`~netstor.gateware.deparser.Deparser` (wire port 0), as the
+    data path builds it."""
+    d = Deparser(core.pipeline, data_width=512, user_width=UW, n_ports=core.P,
+                 tx_user=TX_USER, output="wire", port=0, name="dp")
     m = Module()
-    layout = data.StructLayout(pl.phv.layout())
-    cv = Signal(name="copy_valid")
-    raw = Signal(layout.size, name="copy_phv")
-    cp = data.View(layout, raw)
-    oraw = Signal(orig_layout().size, name="orig")
-    orig = data.View(orig_layout(), oraw)
-    env = HwEnv(pl, cp)
-    extra = Cat((env.field("meta.recirc_count") + 1)[:3], env.field("meta.bridge"))
-    pv, wd, wm, pextra = DeparsePrep(pl, "dp").build(m, cv, cp, orig, extra)
-    # merge as in the datapath: beat 0 takes the fresh window, beat 1 the held one
-    b_data = Signal(512, name="beat_data")
-    b_first = Signal(name="beat_first")
-    bidx = Signal(2, name="beat_index")
-    wd_hold, wm_hold = Signal(len(wd)), Signal(len(wm))
-    with m.If(b_first):
-        m.d.sync += [wd_hold.eq(wd), wm_hold.eq(wm)]
-    out = Signal(512, name="beat_out")
-    m.d.comb += out.eq(merge_beat(b_data, bidx, Mux(b_first, wd, wd_hold),
-                                  Mux(b_first, wm, wm_hold), 512))
-    ports = {"copy_valid": cv, "copy_phv": raw, "orig": oraw, "beat_data": b_data,
-             "beat_first": b_first, "beat_index": bidx, "beat_out": out}
-    _flat(m, ports, "prep_valid", pv, "out")
-    _flat(m, ports, "prep_extra", pextra, "out")
+    m.submodules.deparser = d
+    ports = {}
+    _signature_ports(d, ports)
     return _convert(m, ports, "bench_deparser")
 
 
@@ -554,8 +592,7 @@ def block_csr(core):
     the core's CsrBuilder as a port (as in the core, where the data plane drives them)."""
     ctrl = core.ctrl
     ports = {}
-    for path, member, value in ctrl.signature.flatten(ctrl):
-        ports["__".join(map(str, path))] = Value.cast(value)
+    _signature_ports(ctrl, ports)
     _ports_of_csr(core.csr, ports)
     return verilog.convert(ctrl, name="bench_csr", ports=list(ports.values()), emit_src=False)
 
@@ -573,8 +610,8 @@ def blocks(core):
                     (lambda e=e: block_element(pl, e, "bench_element")[0]
                      + _extra_verilog(e)), n))
     out += [
-        ("deparser", "DeparsePrep + merge (one output copy)", "bench_deparser",
-         lambda: block_deparser(pl), pl.n_outputs + 1),
+        ("deparser", "Deparser (one output copy: prep + window merge)", "bench_deparser",
+         lambda: block_deparser(core), pl.n_outputs + 1),
         ("packet_buffer", f"PacketBuffer (wire RX, {dp.in_buffer_beats} beats, drop on full)",
          "bench_packet_buffer",
          lambda: block_component(PacketBuffer(data_width=512, user_width=UW,

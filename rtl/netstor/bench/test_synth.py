@@ -156,3 +156,21 @@ def test_core_verilog_given_to_yosys_defines_every_module():
     rank = [b for b in synth.blocks(core) if b[1].startswith("Rank")]
     assert rank and all(b[0].startswith("element:") and b[4] == 1 for b in rank)
     assert not _undefined_modules(rank[0][3]())
+
+
+def test_combinational_dsp(tmp_path):
+    """A DSP48E2 with no multiplier/output register passes paths through (0 LUT levels, one
+    cell); with PREG = 1 it ends and starts them like a flip-flop."""
+    for preg, levels, via in ((0, 1 + 2, 1 + 2), (1, 2, None)):
+        net = _Net()
+        src = net.ff("src", net.new())
+        a = net.chain("a", src, 1)
+        p = net.new(4)
+        net.cell("dsp", "DSP48E2", {"A": a * 4, "B": src * 4, "C": ["0"] * 4, "CLK": [2]},
+                 {"P": p})
+        for k, v in (("AREG", 0), ("BREG", 0), ("CREG", 0), ("MREG", 0), ("PREG", preg)):
+            net.cells["dsp"].setdefault("parameters", {})[k] = format(v, "032b")
+        net.ff("dst", net.chain("o", p[:1], 2))
+        d = synth.netlist_depth(net.write(tmp_path / "n.json"), "top")
+        assert d["lut_levels"] == levels and d["lut_levels_through_comb_dsp"] == via
+        assert d["comb_dsp_cells"] == (0 if preg else 1)
