@@ -1,4 +1,5 @@
-"""Formal harness for a RegisterOp stage (``netstor.gateware.stages.build_element``).
+"""Formal harness for a RegisterOp stage (``netstor.gateware.stages.build_element``): the
+pipelined read-modify-write (3 cycles, forwarding, host access on the packet-write port).
 
 A one-element :class:`~netstor.lang.program.Program` is elaborated exactly as the data path
 does it (``build_element`` with a :class:`~netstor.gateware.csr.CsrBuilder`), with free
@@ -20,27 +21,32 @@ Variants (``RegisterProps(variant, ...)``):
   host), drops of ``S`` never exceed passes of ``S`` (at most one reply dropped per recorded
   reply), with the inductive strengthening drops + slots holding ``S`` <= passes.
 
-Abstract model (kept in the harness, written from the spec, not from the expression the
-gateware uses): an array ``shadow`` updated at the element's *input*, one packet per cycle,
-in arrival order; a host write is applied in the first cycle of its request in which the
-packet one cycle ahead (the one in the stage's second cycle) does not write, ordered after
-that packet and before the packet at the input (the stages.py contract: "a host write in a
-cycle in which no packet writes the bank").
+Abstract model (kept in the harness, written from the spec, not from the gateware's
+expressions): an array ``shadow``; the packet that entered in cycle x-3 is applied in cycle x
+(its write slot), packets in arrival order, each on the array as left by every earlier packet;
+a host access is applied in the first cycle x after the cycle its request is seen in which no
+acting packet (``when`` and ``index < depth``) entered in x-3 (the write slot packets leave
+free), between the packets before and after it.
 
 Asserted, every cycle:
 
-* the stage's output PHV equals the input PHV of two cycles earlier with the result field
-  set to the model's result (old or new value) when the op acted (``when`` and ``index <
-  depth``), untouched otherwise; ``valid`` is delayed by exactly 2;
-* every memory cell equals the model (the model as of the memory's own timing: the packet in
-  the second cycle has not written yet), so no update is lost, also for back-to-back
-  packets hitting the same index;
-* a host read returns the cell's value at a cycle inside the request window (the model's);
-  a host write is performed before its ``ack``; ``ack`` only while ``req``; the
-  ``index_oob`` counter pulses exactly for acting packets with ``index >= depth``.
+* the stage's output PHV equals the input PHV of three cycles earlier with the result field
+  set to the model's result (old or new value) when the op acted, untouched otherwise;
+  ``valid`` is delayed by exactly 3;
+* every memory cell equals ``shadow`` (the RAM is the model, with no lag: forwarding is
+  internal), so no update is lost, also for back-to-back packets hitting the same index and
+  for host writes between them;
+* a host read returns the model's cell at its slot; a host write is performed before its
+  ``ack``; ``ack`` only while ``req``; ``index_oob`` pulses exactly for acting packets with
+  ``index >= depth``;
+* no starvation: ``slot_request`` pulses once a request has waited ``HOST_PATIENCE`` cycles;
+  assuming the data path answers it with a bubble (no acting packet enters in that cycle: the
+  arbiter-to-bank distance abstracted to 0),
+  no request waits more than ``HOST_PATIENCE + 2`` cycles for its slot.
 
-Covers: two back-to-back acting packets to the same index with the second one seeing the
-first's write; a host write interleaved between two packets to the same index.
+Covers: two back-to-back acting packets to the same index with the second seeing the first's
+write; a host write landing between two packets to the same index, the second seeing it; a
+host read; a request served through ``slot_request`` while packets act every other cycle.
 """
 
 from amaranth.hdl import Assert, Assume, Cover, Module, Mux, Signal, Value
@@ -81,8 +87,11 @@ def make_program(variant, width, depth, index_width):
 
 
 class RegisterProps(wiring.Component):
-    def __init__(self, variant="add", width=4, depth=4, index_width=3):
+    LAT = 3
+
+    def __init__(self, variant="add", width=4, depth=4, index_width=3, patience=2):
         self.variant, self.width, self.depth = variant, width, depth
+        self.patience = patience
         self.index_width = index_width
         self.ab = max(1, (depth - 1).bit_length())
         super().__init__({
@@ -94,8 +103,9 @@ class RegisterProps(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        w, depth = self.width, self.depth
+        w, depth, L = self.width, self.depth, self.LAT
         pl, op = make_program(self.variant, w, depth, self.index_width)
+        op.HOST_PATIENCE = self.patience       # short, so induction sees a whole wait
         csr = CsrBuilder()
         started = _started(m)
 
@@ -107,7 +117,7 @@ class RegisterProps(wiring.Component):
                      f(phv_in, "t.m.b").eq(self.b), f(phv_in, "t.m.en").eq(self.en),
                      f(phv_in, "t.m.res").eq(self.res_in)]
         v_out, phv_out, lat = build_element(m, op, pl, self.valid, phv_in, csr, prefix="reg")
-        assert lat == 2
+        assert lat == L
         mem = m.submodules["reg_mem"]
         cells = []
         for j in range(depth):
@@ -116,6 +126,7 @@ class RegisterProps(wiring.Component):
             cells.append(p.data)
         port = csr.memories[0].port
         oob = csr.counters[0].inc
+        slot_req = op.slot_request
 
         # ---- host side: a request held until ack, dropped the cycle after ----------------
         with m.If(~port.req):
@@ -126,66 +137,101 @@ class RegisterProps(wiring.Component):
             m.d.sync += port.req.eq(0)
         m.d.comb += Assume(self.h_addr < depth)    # the CSR block rejects larger addresses
 
-        # ---- abstract model -------------------------------------------------------------
-        shadow = [Signal(w, name=f"shadow{j}") for j in range(depth)]    # at the input
-        mshadow = [Signal(w, name=f"mshadow{j}") for j in range(depth)]  # memory timing
-        mshadow_prev = [Signal(w, name=f"mshadow_prev{j}") for j in range(depth)]
-        s_mid = [Signal(w, name=f"s_mid{j}") for j in range(depth)]
-        hw_done = Signal()
-        pkt_write1 = Signal()      # the packet now in the stage's second cycle writes
-        host_lin = Signal()        # the host write takes effect now
-        m.d.comb += host_lin.eq(port.req & port.we & ~hw_done & ~pkt_write1)
-        with m.If(host_lin):
-            m.d.sync += hw_done.eq(1)
-        with m.If(~port.req):
-            m.d.sync += hw_done.eq(0)
-        for j in range(depth):
-            m.d.comb += s_mid[j].eq(Mux(host_lin & (port.addr == j), port.wdata, shadow[j]))
-
+        # ---- the packets, delayed to their write slot (cycle + 3) ------------------------
         act = Signal()
         m.d.comb += act.eq(self.valid & self.en & (self.idx < depth))
+
+        chains = {}
+
+        def delay(sig, n, name):
+            cur = sig
+            for k in range(n):
+                nxt = Signal.like(sig, name=f"{name}_d{k + 1}")
+                m.d.sync += nxt.eq(cur)
+                cur = nxt
+                chains.setdefault(name, []).append(cur)
+            return cur
+        act_w = delay(act, L, "act")              # the packet in its write slot now
+        act_c = delay(act, L - 1, "act")          # the one that reaches it next cycle
+        idx_w = delay(self.idx, L, "idx")
+        a_w, b_w = delay(self.a, L, "a"), delay(self.b, L, "b")
+        phv_w = delay(phv_in, L, "phv")
+        valid_w = delay(self.valid, L, "valid")
+
+        # ---- abstract model ---------------------------------------------------------------
+        shadow = [Signal(w, name=f"shadow{j}") for j in range(depth)]
+        hdone = Signal()           # the current request has been performed (or taken)
+        take = Signal()            # the request is performed next cycle (a free slot)
+        h_lin = Signal()           # the host access is performed now
+        m.d.comb += take.eq(port.req & ~hdone & ~act_c)
+        m.d.sync += h_lin.eq(take)
+        with m.If(take):
+            m.d.sync += hdone.eq(1)
+        with m.If(~port.req):
+            m.d.sync += hdone.eq(0)
+
         old = Signal(w)
         m.d.comb += old.eq(0)
         for j in range(depth):
-            with m.If(self.idx == j):
-                m.d.comb += old.eq(s_mid[j])
+            with m.If(idx_w == j):
+                m.d.comb += old.eq(shadow[j])
         new, writes, result = Signal(w), Signal(), Signal(w)
         if self.variant == "add":
             m.d.comb += [new.eq(old + 1), writes.eq(1), result.eq(new)]
         elif self.variant == "filter":
-            m.d.comb += [new.eq(Mux(old == self.a, 0, self.a)), writes.eq(1), result.eq(old)]
+            m.d.comb += [new.eq(Mux(old == a_w, 0, a_w)), writes.eq(1), result.eq(old)]
         else:
-            m.d.comb += [new.eq(self.b), writes.eq(old == self.a), result.eq(old)]
+            m.d.comb += [new.eq(b_w), writes.eq(old == a_w), result.eq(old)]
         for j in range(depth):
-            m.d.sync += shadow[j].eq(Mux(act & writes & (self.idx == j), new, s_mid[j]))
-            m.d.sync += [mshadow[j].eq(s_mid[j]), mshadow_prev[j].eq(mshadow[j])]
-        m.d.sync += pkt_write1.eq(act & writes)
+            with m.If(act_w & writes & (idx_w == j)):
+                m.d.sync += shadow[j].eq(new)
+            with m.If(h_lin & port.we & (port.addr == j)):
+                m.d.sync += shadow[j].eq(port.wdata)
+        rd_val = Signal(w)
+        for j in range(depth):
+            with m.If(h_lin & (port.addr == j)):
+                m.d.sync += rd_val.eq(shadow[j])
 
-        # expected output, two cycles later
         exp = Signal(layout)
-        m.d.comb += exp.eq(phv_in)
-        with m.If(act):
+        m.d.comb += exp.eq(phv_w)
+        with m.If(act_w):
             m.d.comb += f(exp, "t.m.res").eq(result)
-        exp1, exp2 = Signal(layout), Signal(layout)
-        ev1, ev2 = Signal(), Signal()
-        m.d.sync += [exp1.eq(exp), exp2.eq(exp1), ev1.eq(self.valid), ev2.eq(ev1)]
 
         # ---- properties -------------------------------------------------------------------
         m.d.comb += [
-            Assert(v_out == ev2),
-            Assert(Value.cast(phv_out) == Value.cast(exp2)),
+            Assert(~(act_w & h_lin)),            # the model's own slot rule
+            Assert(v_out == valid_w),
+            Assert(Value.cast(phv_out) == Value.cast(exp)),
             Assert(oob == (self.valid & self.en & (self.idx >= depth))),
             Assert(~port.ack | port.req),
-            Assert(~(port.ack & port.we) | hw_done),
-            # helper (true of this design: the write is acked the cycle after it lands)
-            Assert(~(port.req & port.we & hw_done) | port.ack),
         ]
-        rd_exp = Signal(w)
+        h_lin_d = Signal()
+        m.d.sync += h_lin_d.eq(h_lin)
+        # the access is acked the cycle after it is performed, a read with the model's value
+        m.d.comb += [Assert(~h_lin | (hdone & port.req)), Assert(~port.ack | hdone),
+                     Assert(~(port.req & ~hdone) | ~h_lin_d),
+                     Assert(port.ack == h_lin_d),
+                     Assert(~(port.ack & ~port.we) | (port.rdata == rd_val))]
         for j in range(depth):
-            with m.If(port.addr == j):
-                m.d.comb += rd_exp.eq(mshadow_prev[j])
-            m.d.comb += Assert(cells[j] == mshadow[j])
-        m.d.comb += Assert(~(port.ack & ~port.we) | (port.rdata == rd_exp))
+            m.d.comb += Assert(cells[j] == shadow[j])
+
+        # ---- no starvation -----------------------------------------------------------------
+        P = op.HOST_PATIENCE
+        waited = Signal(range(P + 8))
+        with m.If(port.req & ~hdone):
+            with m.If(waited != P + 7):
+                m.d.sync += waited.eq(waited + 1)
+        with m.Else():
+            m.d.sync += waited.eq(0)
+        m.d.comb += [Assert(slot_req == (port.req & ~hdone & (waited == P))),
+                     Assume(~slot_req | ~act),             # the data path's bubble
+                     Assert(~(port.req & ~hdone) | (waited <= P + L - 1))]
+        # helpers: the bank's own wait counter and busy flag are the model's
+        m.d.comb += [Assert(op._dbg["host_busy"] == hdone),
+                     Assert(~(port.req & ~hdone) | (op._dbg["host_wait"] == waited))]
+        # helper: the packets that entered while the bank asked for a slot did not act
+        for k, a_k in enumerate(chains["act"][:L - 1], start=1):
+            m.d.comb += Assert(~(port.req & ~hdone & (waited == P + k)) | ~a_k)
 
         if self.variant == "filter":
             from netstor.offloads.netclone.program import filter_drops
@@ -195,11 +241,10 @@ class RegisterProps(wiring.Component):
             m.d.comb += [Assume(~started | (S == s_prev)), Assume(S != 0),
                          Assume(~(port.req & port.we) | (port.wdata != S))]
             passes, drops = Signal(3), Signal(3)
-            is_s = act & (self.a == S)
-            # the drop decision as the program takes it, on the element's result (two cycles
-            # later in the gateware; here on the model's old value at the input)
+            is_s = act_w & (a_w == S)
+            # the drop decision as the program takes it, on the model's old value
             drop = Signal()
-            m.d.comb += drop.eq(filter_drops(old, self.a))
+            m.d.comb += drop.eq(filter_drops(old, a_w))
             with m.If(is_s & drop):
                 m.d.sync += drops.eq(drops + 1)
             with m.If(is_s & ~drop):
@@ -212,26 +257,30 @@ class RegisterProps(wiring.Component):
             m.d.comb += Cover(self.cover_drop)
 
         # ---- covers ------------------------------------------------------------------------
-        act_d = Signal()
-        idx_d = Signal(self.index_width)
-        res_d, b_d, wr_d = Signal(w), Signal(w), Signal()
-        m.d.sync += [act_d.eq(act), idx_d.eq(self.idx), res_d.eq(result), b_d.eq(self.b),
-                     wr_d.eq(writes)]
-        same = started & act & act_d & (self.idx == idx_d)
+        act_p, idx_p = Signal(), Signal(self.index_width)
+        res_p, b_p, wr_p = Signal(w), Signal(w), Signal()
+        m.d.sync += [act_p.eq(act_w), idx_p.eq(idx_w), res_p.eq(result), b_p.eq(b_w),
+                     wr_p.eq(writes)]
+        same = started & act_w & act_p & (idx_w == idx_p)
         self.cover_b2b = Signal()
         if self.variant == "add":
-            m.d.comb += self.cover_b2b.eq(same & (result == res_d + 1))
+            m.d.comb += self.cover_b2b.eq(same & (result == res_p + 1))
         elif self.variant == "filter":
             # the second reply of a pair, right behind the first, is dropped
-            m.d.comb += self.cover_b2b.eq(same & (old == self.a) & (res_d != self.a)
-                                          & (self.a != 0))
+            m.d.comb += self.cover_b2b.eq(same & (old == a_w) & (res_p != a_w) & (a_w != 0))
         else:
             # second CAS succeeds on the value the first one wrote
-            m.d.comb += self.cover_b2b.eq(same & wr_d & writes & (old == b_d)
-                                          & (b_d != res_d))
+            m.d.comb += self.cover_b2b.eq(same & wr_p & writes & (old == b_p)
+                                          & (b_p != res_p))
         m.d.comb += Cover(self.cover_b2b)
-        # host write between two packets to the same index; the second sees the host value
-        m.d.comb += Cover(started & host_lin & act & (port.addr == self.idx)
-                          & (old == port.wdata))
+        # a host write lands between two packets to one index; the second sees the host value
+        hw_p, ha_p, hd_p = Signal(), Signal(self.ab), Signal(w)
+        m.d.sync += [hw_p.eq(h_lin & port.we), ha_p.eq(port.addr), hd_p.eq(port.wdata)]
+        act_pp, idx_pp = Signal(), Signal(self.index_width)
+        m.d.sync += [act_pp.eq(act_p), idx_pp.eq(idx_p)]
+        m.d.comb += Cover(started & hw_p & act_w & (ha_p == idx_w) & (old == hd_p)
+                          & act_pp & (idx_pp == idx_w))
         m.d.comb += Cover(started & port.ack & ~port.we)
+        # a request served after the bank asked for a slot, packets acting around the bubble
+        m.d.comb += Cover(started & take & (waited == P + L - 1) & act_w)
         return m

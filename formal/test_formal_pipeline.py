@@ -32,16 +32,16 @@ from props_tm_equiv import TmEquivProps                     # noqa: E402
 
 # name: (harness factory, mode, depth, platform)
 JOBS = {
-    "reg_add": (lambda: RegisterProps("add", width=4, depth=4, index_width=3), "prove", 6, None),
-    "reg_cas": (lambda: RegisterProps("cas", width=4, depth=3, index_width=3), "prove", 6, None),
+    "reg_add": (lambda: RegisterProps("add", width=4, depth=4, index_width=3), "prove", 8, None),
+    "reg_cas": (lambda: RegisterProps("cas", width=4, depth=3, index_width=3), "prove", 8, None),
     "reg_filter": (lambda: RegisterProps("filter", width=4, depth=3, index_width=3),
-                   "prove", 6, None),
+                   "prove", 8, None),
     "reg_filter_cover": (lambda: RegisterProps("filter", width=4, depth=3, index_width=3),
-                         "cover", 10, None),
+                         "cover", 14, None),
     "reg_add_cover": (lambda: RegisterProps("add", width=4, depth=4, index_width=3),
-                      "cover", 8, None),
+                      "cover", 12, None),
     "reg_cas_cover": (lambda: RegisterProps("cas", width=4, depth=3, index_width=3),
-                      "cover", 8, None),
+                      "cover", 12, None),
     "tm": (lambda: TmProps(n_outputs=4, mcast_groups=4, max_recirc=2), "prove", 6, None),
     "tm_g3_r7": (lambda: TmProps(n_outputs=4, mcast_groups=3, max_recirc=7),
                  "prove", 6, None),

@@ -30,6 +30,11 @@ class IngressArbiter(wiring.Component):
     meant to feed the non-stalling pipeline, which keeps ``o.ready == 1``; a beat-gapless
     packet on the output then follows from the input's gapless presentation.
 
+    ``hold``: in a cycle it is 1, no new packet is granted (a packet in progress goes on), so
+    the output idles for a cycle between packets; blocks that need a cycle without packets
+    (register banks serving the host, :attr:`netstor.lang.element.Element.slot_request`) ask
+    for it this way. An input's bounded wait grows by the held cycles.
+
     Latency: 1 cycle (a beat taken from ``i[k]`` in cycle t is valid on ``o`` in cycle t+1).
     Throughput: 1 beat per clock.
     """
@@ -45,6 +50,7 @@ class IngressArbiter(wiring.Component):
         super().__init__({
             "i": In(axis_signature(pkt_layout(data_width, user_width))).array(n_inputs),
             "o": Out(axis_signature(arb_layout(data_width, user_width))),
+            "hold": In(1),
         })
 
     def elaborate(self, platform):
@@ -72,7 +78,7 @@ class IngressArbiter(wiring.Component):
         sel_valid = Signal()
         m.d.comb += [
             sel.eq(Mux(busy, grant, pick)),
-            sel_valid.eq(Mux(busy, Array(valids)[grant], any_valid)),
+            sel_valid.eq(Mux(busy, Array(valids)[grant], any_valid & ~self.hold)),
         ]
         payloads = Array(self.i[k].payload for k in range(n))
         sel_payload = payloads[sel]
@@ -80,7 +86,7 @@ class IngressArbiter(wiring.Component):
         en = Signal()
         m.d.comb += en.eq(~self.o.valid | self.o.ready)
         for k in range(n):
-            m.d.comb += self.i[k].ready.eq(en & (sel == k))
+            m.d.comb += self.i[k].ready.eq(en & (sel == k) & (busy | ~self.hold))
 
         take = en & sel_valid
         with m.If(en):

@@ -46,6 +46,7 @@ from amaranth.lib.wiring import In, Out
 from .axis import arb_layout, beat_layout, pkt_layout, tap
 from .counters import PacketCounter
 from .delay import DelayLine, FrameDelay
+from .kit import or_tree
 from .deparser import Deparser, PREP_LATENCY
 from .packet_buffer import PacketBuffer, EgressQueue
 from .arbiter import IngressArbiter
@@ -103,6 +104,9 @@ class Datapath(wiring.Component):
         self.stages = [Stage(pipeline, stage, csr, prefix=f"i{idx}")
                        for idx, stage in enumerate(pipeline.stages())]
         self.egress = EgressStages(pipeline, csr)
+        # elements that ask for a cycle without packets (set while the stages were built)
+        self.slot_requests = [e.slot_request for e in pipeline.elements
+                              if e.slot_request is not None]
         S = sum(st.latency for st in self.stages)
         E = self.egress.latency
         self.orig_latency = S + TM_LATENCY + E
@@ -162,6 +166,8 @@ class Datapath(wiring.Component):
         arb = m.submodules.arbiter = IngressArbiter(nin, data_width=dw, user_width=UW)
         for k in range(nin):
             wiring.connect(m, bufs[k].o, arb.i[k])
+        if self.slot_requests:
+            m.d.comb += arb.hold.eq(or_tree(self.slot_requests))
         in_ctr = m.submodules.in_counter = PacketCounter(arb_layout(dw, UW), nin)
         for k in range(nin):
             m.d.comb += [ctr[f"in{k}.pkts"].eq(in_ctr.pkts[k]),

@@ -36,6 +36,10 @@ class Element:
     egress_ok = False
     #: a match table the host fills (tables have entry memories, a schema, hit/miss counters)
     is_table = False
+    #: set by :meth:`elaborate` of a kind that may need a cycle without packets (a register
+    #: bank's host access): a 1-bit Signal that pulses for one cycle when it does; the data
+    #: path answers each pulse with an ingress bubble (``IngressArbiter.hold``)
+    slot_request = None
 
     def __init__(self, name, when=None):
         if not str(name).isidentifier():
