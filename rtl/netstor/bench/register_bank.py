@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from amaranth.back import verilog
@@ -60,7 +61,18 @@ def bank_verilog(depth=128 * 1024, width=64):
         p = mem.port
         ports += [p.req, p.we, p.addr, p.wdata, p.ack, p.rdata]
     ports += [c.inc for c in csr.counters]
-    return verilog.convert(m, name=TOP, ports=ports, emit_src=False), lat
+    text = verilog.convert(m, name=TOP, ports=ports, emit_src=False)
+    return _drop_zero_init(text), lat
+
+
+def _drop_zero_init(text):
+    """Without the RAM's all-zero ``initial`` block: the block RAMs power up with zeros
+    anyway (URAM288 has no initial-content attribute and is cleared at configuration), and
+    Yosys would otherwise keep a 128K-word init that rules out URAM."""
+    out, n = re.subn(r"\n  initial begin\n(?:    \S+\[\d+\] = \d+'h0+;\n)+  end\n", "\n", text)
+    if n != 1:
+        raise RuntimeError(f"expected one zero-initialised RAM in the bank's Verilog, found {n}")
+    return out
 
 
 def bench(out_dir, *, depth=128 * 1024, width=64, timeout=None):
