@@ -10,7 +10,7 @@ synchronous read per clock, BRAM/LUTRAM) plus one output register.
   packet added (``first``, ``index``) for the deparsers.
 """
 
-from amaranth.hdl import Signal, Module, Const, Mux
+from amaranth.hdl import Signal, Module, Const, Mux, Cat
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.lib.memory import Memory
@@ -39,7 +39,7 @@ class DelayLine(wiring.Component):
         if n <= 4:
             prev = self.i
             for k in range(n):
-                r = Signal(self.width, name=f"d{k}")
+                r = Signal(self.width, name=f"d{k}", reset_less=True)
                 m.d.sync += r.eq(prev)
                 prev = r
             m.d.comb += self.o.eq(prev)
@@ -65,7 +65,10 @@ class FrameDelay(wiring.Component):
     Ports: ``i`` (:func:`~.axis.flow_signature` of :func:`~.axis.arb_layout`, the arbiter's
     output), ``o`` (:func:`~.axis.flow_signature` of :func:`~.axis.frame_layout`: the same beat
     ``cycles`` clocks later, plus ``first`` = the packet's first beat and ``index`` = 0, 1, 2, then
-    3 for every later beat). The beat (valid included) goes through one :class:`DelayLine`.
+    3 for every later beat). The beat (valid, first and index included, computed at the input)
+    goes through one :class:`DelayLine` of ``cycles - 1`` and an output register, so every
+    output is a flip-flop (the selects ``first``/``index`` carry ``max_fanout`` for the tools
+    to replicate them; only ``valid`` is reset).
 
     Latency: ``cycles``. Throughput: one beat per clock.
     """
@@ -81,26 +84,44 @@ class FrameDelay(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         dw, uw = self.data_width, self.user_width
-        bl = data.StructLayout({"valid": 1, "data": dw, "keep": dw // 8, "last": 1,
-                                "len": 14, "port": 4, "user": uw})
-        line = m.submodules.line = DelayLine(bl.size, self.cycles)
+        bl = data.StructLayout({"valid": 1, "first": 1, "index": 2, "last": 1, "data": dw,
+                                "keep": dw // 8, "len": 14, "port": 4, "user": uw})
+        # first/index are known at the input: they travel with the beat, so that the
+        # deparsers' merge selects come from the output register below, never from the
+        # delay memory's read data.
         beat = self.i.payload
-        din = Signal(bl)
-        m.d.comb += [din.valid.eq(self.i.valid), din.data.eq(beat.data), din.keep.eq(beat.keep),
-                     din.last.eq(beat.last), din.len.eq(beat.len), din.port.eq(beat.port),
-                     din.user.eq(beat.user)]
-        m.d.comb += line.i.eq(din)
-        b = Signal(bl)
-        m.d.comb += b.eq(line.o)
         in_pkt = Signal()
         index = Signal(2)
-        with m.If(b.valid):
-            m.d.sync += in_pkt.eq(~b.last)
-            m.d.sync += index.eq(Mux(b.last, 0, Mux(index == 3, 3, index + 1)))
+        with m.If(self.i.valid):
+            m.d.sync += [in_pkt.eq(~beat.last),
+                         index.eq(Mux(beat.last, 0, Mux(index == 3, 3, index + 1)))]
+        din = Signal(bl)
+        m.d.comb += [din.valid.eq(self.i.valid), din.first.eq(self.i.valid & ~in_pkt),
+                     din.index.eq(Mux(in_pkt, index, 0)),
+                     din.data.eq(beat.data), din.keep.eq(beat.keep),
+                     din.last.eq(beat.last), din.len.eq(beat.len), din.port.eq(beat.port),
+                     din.user.eq(beat.user)]
+        if self.cycles == 0:
+            b = din
+        else:
+            line = m.submodules.line = DelayLine(bl.size, self.cycles - 1)
+            m.d.comb += line.i.eq(din)
+            # output register: valid resets; the selects ask the tools to replicate them
+            # (each drives the 1,152-bit window muxes of every deparser)
+            b = Signal(bl)
+            raw = Signal(bl)
+            m.d.comb += raw.eq(line.o)
+            valid = Signal()
+            first = Signal(attrs={"max_fanout": "64"}, reset_less=True)
+            idx = Signal(2, attrs={"max_fanout": "64"}, reset_less=True)
+            rest = Signal(bl.size - 4, reset_less=True)
+            m.d.sync += [valid.eq(raw.valid), first.eq(raw.first), idx.eq(raw.index),
+                         rest.eq(raw.as_value()[4:])]
+            m.d.comb += b.eq(Cat(valid, first, idx, rest))
         o = self.o.payload
         m.d.comb += [
             self.o.valid.eq(b.valid), o.data.eq(b.data), o.keep.eq(b.keep), o.last.eq(b.last),
             o.len.eq(b.len), o.port.eq(b.port), o.user.eq(b.user),
-            o.first.eq(b.valid & ~in_pkt), o.index.eq(index),
+            o.first.eq(b.valid & b.first), o.index.eq(b.index),
         ]
         return m

@@ -5,9 +5,13 @@ Implements the "Deparser" section of ``docs/dataplane-spec.md`` for one output c
 Two parts with a fixed timing contract (the frame's beats come from a fixed-latency delay line,
 so no handshake is needed):
 
-* :class:`DeparsePrep` (``PREP_LATENCY`` = 2 cycles): from the copy's PHV and the original
+* :class:`DeparsePrep` (``PREP_LATENCY`` = 4 cycles): from the copy's PHV and the original
   field values (``orig``), computes the IPv4 and UDP checksums incrementally (RFC 1624) and the
-  128-byte rewrite window (``wdata``) with a per-byte write mask (``wmask``).
+  128-byte rewrite window (``wdata``) with a per-byte write mask (``wmask``). Cycle A: the
+  checksum partial sums (the application words in groups of ``APP_GROUP``); A2: the
+  application sum and the UDP total; B: the folds, registered, and one registered flag per placement
+  (which field goes to which offset for the packet's VLAN/IHL/UDP/header); C: each window
+  byte is the OR of its (flag & value) candidates (one-hot, no per-byte priority chain).
 * the merge (0 cycles, combinational, :func:`merge_beat`, in :class:`Deparser`): merges the
   window into beat 0 and beat 1 of the frame as they pass. The prep result must be registered in the cycle beat 0 arrives and
   stays valid one more cycle (the next packet's prep result cannot arrive earlier, because a
@@ -18,7 +22,7 @@ Payload bytes beyond the first 128 are never touched; the frame length never cha
 
 from __future__ import annotations
 
-from amaranth.hdl import Signal, Module, Cat, Mux
+from amaranth.hdl import Signal, Module, Cat, Const, Mux
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -28,7 +32,9 @@ from .kit import HwEnv
 
 __all__ = ["Deparser", "DeparsePrep", "PREP_LATENCY", "merge_beat", "ones_sum_fold"]
 
-PREP_LATENCY = 2
+PREP_LATENCY = 4
+#: application checksum terms summed per group in cycle A (the groups are added in A2)
+APP_GROUP = 4
 
 
 def ones_sum_fold(m, total, name):
@@ -83,75 +89,116 @@ class DeparsePrep:
         app_terms = [term(app_old[16 * k:16 * k + 16], app_new[16 * k:16 * k + 16])
                      for k in range(len(app_new) // 16)]
         a_valid = Signal(name=f"{n}_a_valid")
-        a_phv = Signal(data.StructLayout(pl.phv.layout()), name=f"{n}_a_phv")
-        a_ipsum = Signal(20, name=f"{n}_a_ipsum")
-        a_udpsum = Signal(20, name=f"{n}_a_udpsum")
-        a_appsum = Signal(22, name=f"{n}_a_appsum")
-        a_ipcsum, a_udpcsum = Signal(16, name=f"{n}_a_ipcsum"), Signal(16, name=f"{n}_a_udpcsum")
-        a_extra = Signal(len(extra_in), name=f"{n}_a_extra")
+        a_phv = Signal(data.StructLayout(pl.phv.layout()), name=f"{n}_a_phv", reset_less=True)
+        a_ipsum = Signal(20, name=f"{n}_a_ipsum", reset_less=True)
+        a_udpsum = Signal(20, name=f"{n}_a_udpsum", reset_less=True)
+        D = dict(reset_less=True)
+        a_appg = [Signal(20, name=f"{n}_a_appg{k}", **D)
+                  for k in range(0, len(app_terms), APP_GROUP)]
+        a_ipcsum = Signal(16, name=f"{n}_a_ipcsum", **D)
+        a_udpcsum = Signal(16, name=f"{n}_a_udpcsum", **D)
+        a_extra = Signal(len(extra_in), name=f"{n}_a_extra", **D)
         m.d.sync += [
             a_valid.eq(valid_in), a_phv.eq(phv_in), a_extra.eq(extra_in),
             a_ipsum.eq(sum(ip_terms) + (~orig.ip_csum)[:16]),
             a_udpsum.eq(sum(udp_terms) + (~orig.udp_csum)[:16]),
-            a_appsum.eq(sum(app_terms)),
             a_ipcsum.eq(orig.ip_csum), a_udpcsum.eq(orig.udp_csum),
         ]
+        for g, k in zip(a_appg, range(0, len(app_terms), APP_GROUP)):
+            m.d.sync += g.eq(sum(app_terms[k:k + APP_GROUP]))
 
-        # ---- cycle B: fold, place fields into the window ----------------------------------
+        # ---- cycle A2: the application sum and the UDP total ----------------------------
+        hdr_a = HwEnv(pl, a_phv).field("meta.hdr_type") != 0
+        a2_valid = Signal(name=f"{n}_a2_valid")
+        a2_phv = Signal(data.StructLayout(pl.phv.layout()), name=f"{n}_a2_phv", **D)
+        a2_extra = Signal(len(extra_in), name=f"{n}_a2_extra", **D)
+        a2_ipsum = Signal(20, name=f"{n}_a2_ipsum", **D)
+        a2_udptotal = Signal(23, name=f"{n}_a2_udptotal", **D)
+        a2_udpcsum = Signal(16, name=f"{n}_a2_udpcsum", **D)
+        m.d.sync += [
+            a2_valid.eq(a_valid), a2_phv.eq(a_phv), a2_extra.eq(a_extra),
+            a2_ipsum.eq(a_ipsum), a2_udpcsum.eq(a_udpcsum),
+            a2_udptotal.eq(a_udpsum + Mux(hdr_a, sum(a_appg) if a_appg else 0, 0)),
+        ]
+        a_valid, a_phv, a_extra, a_ipsum, a_udpcsum = (a2_valid, a2_phv, a2_extra, a2_ipsum,
+                                                       a2_udpcsum)
+
+        # ---- cycle B: checksum folds; which field goes where, as one flag per placement ------
         envb = HwEnv(pl, a_phv)
         fb = envb.field
         ip_fold = ones_sum_fold(m, a_ipsum, f"{n}_ip")
-        ip_csum = Signal(16, name=f"{n}_ip_csum")
-        m.d.comb += ip_csum.eq(~ip_fold)
         hdr = fb("meta.hdr_type") != 0
-        udp_total = Signal(23, name=f"{n}_udp_total")
-        m.d.comb += udp_total.eq(a_udpsum + Mux(hdr, a_appsum, 0))
-        udp_fold = ones_sum_fold(m, udp_total, f"{n}_udp")
-        udp_csum = Signal(16, name=f"{n}_udp_csum")
-        m.d.comb += udp_csum.eq(Mux(a_udpcsum == 0, 0, Mux(~udp_fold == 0, 0xFFFF, ~udp_fold)))
-
-        wdata = [Signal(8, name=f"{n}_wd{i}") for i in range(128)]
-        wmask = [Signal(name=f"{n}_wm{i}") for i in range(128)]
-        for i in range(128):
-            m.d.comb += [wdata[i].eq(0), wmask[i].eq(0)]
-
-        def put(offset, byte_values, enable):
-            for k, b in enumerate(byte_values):
-                m.d.comb += [wdata[offset + k].eq(b), wmask[offset + k].eq(enable)]
-
-        put(0, _be_bytes(fb("eth.dst"), 6), 1)
-        put(6, _be_bytes(fb("eth.src"), 6), 1)
+        udp_fold = ones_sum_fold(m, a2_udptotal, f"{n}_udp")
+        b_valid = Signal(name=f"{n}_b_valid")
+        b_phv = Signal(data.StructLayout(pl.phv.layout()), name=f"{n}_b_phv", **D)
+        b_extra = Signal(len(extra_in), name=f"{n}_b_extra", **D)
+        ip_csum = Signal(16, name=f"{n}_ip_csum", **D)
+        udp_csum = Signal(16, name=f"{n}_udp_csum", **D)
+        m.d.sync += [
+            b_valid.eq(a_valid), b_phv.eq(a_phv), b_extra.eq(a_extra),
+            ip_csum.eq(~ip_fold),
+            udp_csum.eq(Mux(a_udpcsum == 0, 0, Mux(~udp_fold == 0, 0xFFFF, ~udp_fold))),
+        ]
         vlan = fb("meta.vlan_valid")
         ipv4 = fb("meta.ipv4_valid")
         udp = fb("meta.udp_valid")
-        with m.If(vlan):
-            put(14, _be_bytes(fb("vlan.tci"), 2), 1)
         ihl = fb("ipv4.ver_ihl")[0:4]
+
+        def flag(name, cond):
+            r = Signal(name=f"{n}_at_{name}", **D)
+            m.d.sync += r.eq(cond)
+            return r
+
+        # At most one (VLAN, IHL) combination holds, and the fields one combination places
+        # never overlap, so each window byte takes the OR of its (flag & value) candidates.
+        fc = HwEnv(pl, b_phv).field
+        places = [(0, _be_bytes(fc("eth.dst"), 6), None),     # None: always placed
+                  (6, _be_bytes(fc("eth.src"), 6), None),
+                  (14, _be_bytes(fc("vlan.tci"), 2), flag("vlan", vlan))]
         for l3, vl in ((14, 0), (18, 1)):
-            with m.If(ipv4 & (vlan == vl)):
-                put(l3 + 1, [fb("ipv4.tos")], 1)
-                put(l3 + 4, _be_bytes(fb("ipv4.ident"), 2), 1)
-                put(l3 + 8, [fb("ipv4.ttl")], 1)
-                put(l3 + 10, _be_bytes(ip_csum, 2), 1)
-                put(l3 + 12, _be_bytes(fb("ipv4.src"), 4), 1)
-                put(l3 + 16, _be_bytes(fb("ipv4.dst"), 4), 1)
-                with m.Switch(ihl):
-                    for h in range(5, 16):
-                        with m.Case(h):
-                            u = l3 + 4 * h
-                            with m.If(udp):
-                                put(u, _be_bytes(fb("udp.sport"), 2), 1)
-                                put(u + 2, _be_bytes(fb("udp.dport"), 2), 1)
-                                put(u + 6, _be_bytes(udp_csum, 2), 1)
-                                with m.If(hdr):
-                                    put(u + 8, _be_bytes(fb("app"), len(fb("app")) // 8), 1)
+            at_ip = flag(f"ip{vl}", ipv4 & (vlan == vl))
+            places += [(l3 + 1, [fc("ipv4.tos")], at_ip),
+                       (l3 + 4, _be_bytes(fc("ipv4.ident"), 2), at_ip),
+                       (l3 + 8, [fc("ipv4.ttl")], at_ip),
+                       (l3 + 10, _be_bytes(ip_csum, 2), at_ip),
+                       (l3 + 12, _be_bytes(fc("ipv4.src"), 4), at_ip),
+                       (l3 + 16, _be_bytes(fc("ipv4.dst"), 4), at_ip)]
+            for h in range(5, 16):
+                u = l3 + 4 * h
+                at_udp = flag(f"udp{vl}_{h}", ipv4 & (vlan == vl) & (ihl == h) & udp)
+                at_app = flag(f"app{vl}_{h}", ipv4 & (vlan == vl) & (ihl == h) & udp & hdr)
+                places += [(u, _be_bytes(fc("udp.sport"), 2), at_udp),
+                           (u + 2, _be_bytes(fc("udp.dport"), 2), at_udp),
+                           (u + 6, _be_bytes(udp_csum, 2), at_udp),
+                           (u + 8, _be_bytes(fc("app"), len(fc("app")) // 8), at_app)]
+
+        # ---- cycle C: one-hot byte placement into the window ----------------------------
+        cand = [[] for _ in range(128)]
+        for off, byte_values, en in places:
+            for k, bv in enumerate(byte_values):
+                if off + k < 128:
+                    cand[off + k].append((en, bv))
+        wdata, wmask = [], []
+        for i in range(128):
+            if not cand[i]:
+                wdata.append(Const(0, 8))
+                wmask.append(Const(0, 1))
+                continue
+            msk = Const(1, 1) if any(en is None for en, _ in cand[i]) else Cat(
+                *[en for en, _ in cand[i]]).any()
+            vals = [bv if en is None else Mux(en, bv, 0) for en, bv in cand[i]]
+            acc = vals[0]
+            for v in vals[1:]:
+                acc = acc | v
+            wdata.append(acc)
+            wmask.append(msk)
 
         valid = Signal(name=f"{n}_valid")
-        wd = Signal(1024, name=f"{n}_wdata")
-        wm = Signal(128, name=f"{n}_wmask")
-        extra = Signal(len(extra_in), name=f"{n}_extra")
-        m.d.sync += [valid.eq(a_valid), wd.eq(Cat(*wdata)), wm.eq(Cat(*wmask)),
-                     extra.eq(a_extra)]
+        wd = Signal(1024, name=f"{n}_wdata", **D)
+        wm = Signal(128, name=f"{n}_wmask", **D)
+        extra = Signal(len(extra_in), name=f"{n}_extra", **D)
+        m.d.sync += [valid.eq(b_valid), wd.eq(Cat(*wdata)), wm.eq(Cat(*wmask)),
+                     extra.eq(b_extra)]
         return valid, wd, wm, extra
 
 
@@ -192,7 +239,7 @@ class Deparser(wiring.Component):
       - ``"recirc"``: :func:`~.axis.beat_layout` of ``user_width`` bits, ``user`` =
         ``{meta.bridge (32), meta.recirc_count + 1 (3)}`` (what the parser reads back).
 
-    Latency: ``PREP_LATENCY`` = 2 cycles from ``copy`` to the window; 0 cycles from ``beat``
+    Latency: ``PREP_LATENCY`` = 4 cycles from ``copy`` to the window; 0 cycles from ``beat``
     to ``o``. Throughput: one beat per clock.
     """
 

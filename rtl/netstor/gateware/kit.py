@@ -72,4 +72,6 @@ def or_tree(values):
 
 
 def phv_signal(pipeline, name):
-    return Signal(data.StructLayout(pipeline.phv.layout()), name=name)
+    """A PHV-shaped Signal. ``reset_less``: a PHV is data (its ``valid`` beside it is the
+    control that resets), so the registers built from it carry no reset."""
+    return Signal(data.StructLayout(pipeline.phv.layout()), name=name, reset_less=True)

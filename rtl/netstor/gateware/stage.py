@@ -82,7 +82,8 @@ class EgressStages(wiring.Component):
         rv, rp = self.i[n].valid, self.i[n].payload
         for k in range(E):
             nv = Signal(name=f"copyr_v{k}")
-            np_ = Signal(data.StructLayout(pipeline.phv.layout()), name=f"copyr_phv{k}")
+            np_ = Signal(data.StructLayout(pipeline.phv.layout()), name=f"copyr_phv{k}",
+                         reset_less=True)
             m.d.sync += [nv.eq(rv), np_.eq(rp)]
             rv, rp = nv, np_
         m.d.comb += [self.o[n].valid.eq(rv), self.o[n].payload.eq(rp)]

@@ -60,7 +60,8 @@ def build_stage(m, elements, pipeline, valid_in, phv_in, csr, *, prefix):
             act = nw
         vals = [target(pipeline, p, n) for n in names]
         for k in range(L - lat):              # the written fields, to the end of the stage
-            nv = [Signal(len(v), name=f"{pre}_w{k}_{j}") for j, v in enumerate(vals)]
+            nv = [Signal(len(v), name=f"{pre}_w{k}_{j}", reset_less=True)
+                  for j, v in enumerate(vals)]
             m.d.sync += [a.eq(b) for a, b in zip(nv, vals)]
             vals = nv
         with m.If(act):

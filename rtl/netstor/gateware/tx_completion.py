@@ -240,7 +240,7 @@ class CompletionEvents(wiring.Component):
         m = Module()
         n = self.n
         pend = [Signal(name=f"pend{i}") for i in range(n)]
-        ptag = [Signal(len(self.o.payload), name=f"ptag{i}") for i in range(n)]
+        ptag = [Signal(len(self.o.payload), name=f"ptag{i}", reset_less=True) for i in range(n)]
         sel = Signal(range(n + 1))
         m.d.comb += sel.eq(n)
         for i in reversed(range(n)):
@@ -307,7 +307,7 @@ class CompletionSynth(wiring.Component):
         m = Module()
         tw, k = self.tag_width, self.n_ports + self.port
         src = self.host_in
-        tag_in = Signal(tw, name="host_first_tag")
+        tag_in = Signal(tw, name="host_first_tag", reset_less=True)
         src_in = Signal(name="host_in_pkt")
         with m.If(src.valid & src.ready):
             m.d.sync += src_in.eq(~src.payload.last)
@@ -317,7 +317,7 @@ class CompletionSynth(wiring.Component):
         b_first = self.beat.valid & b.first
         # the queue's drop pulse comes one cycle after the first beat it refused; remember the
         # tag and ownership of the packet whose first beat it saw last
-        q_tag = Signal(tw, name="queue_tag")
+        q_tag = Signal(tw, name="queue_tag", reset_less=True)
         q_own = Signal(name="queue_own")
         with m.If(self.queue.valid & b_first):
             m.d.sync += [q_tag.eq(self.queue.payload.user[1:1 + tw]),
