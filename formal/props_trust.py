@@ -61,7 +61,8 @@ output while an entry is valid.
 
 The properties depend on the table as each packet observes it, not on how it got there, so
 they are inductive without an invariant on the entries (k-induction with ``k`` larger than
-the latency from the stages' input to the last write, 3 cycles here, and to the output, 4).
+the latency from the stages' input to the last write and to the output: a RegisterOp writes
+``RegisterOp.LATENCY`` cycles after its stage's input).
 The initial state matters only for 4.: the entries are flip-flops with ``init`` 0 and a
 synchronous reset to 0 (Amaranth ``sync`` domain; checked in the RTLIL).
 """
@@ -197,7 +198,8 @@ class TrustProps(wiring.Component):
         # 4. power-up / reset value of the entries and the default
         m.d.comb += Assert(started | ((valid_bits == 0) & ~dflt_on))
         for e, wen in banks:
-            d = start[e] + 1            # a RegisterOp writes in the second cycle of its stage
+            d = start[e] + RegisterOp.LATENCY   # a RegisterOp writes LATENCY cycles after its
+            #                                     stage's input (its write slot)
             assert d >= 1
             first_w = _delay(m, first & self.valid, d, f"first_{e.name}")
             barred_w = _delay(m, barred, d - 1, f"barred_{e.name}")
