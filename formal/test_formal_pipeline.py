@@ -2,10 +2,10 @@
 
 | job | mode | what (parameters) |
 | --- | --- | --- |
-| reg_add | k-induction, k=6 | RegisterOp ``bank[i] += 1`` (result new) vs an abstract array: results, memory, host r/w (width 4, depth 4, index 3 bits) |
-| reg_cas | k-induction, k=6 | RegisterOp compare-and-swap, conditional write (result old) (width 4, depth 3, index 3 bits) |
-| reg_filter | k-induction, k=6 | NetClone's response filter (the program's update/drop expressions): RegisterOp vs abstract array, and drops of any sequence number S never exceed its passes (width 4, depth 3, index 3 bits) |
-| reg_*_cover | cover, 8 | back-to-back same-index packets, host write between two packets to one index, host read |
+| reg_add | k-induction, k=8 | RegisterOp ``bank[i] += 1`` (result new), pipelined read-modify-write (3 cycles, forwarding, host on the write port) vs an abstract array in write-slot order: results, memory every cycle, host r/w, slot request and bounded host wait (width 4, depth 4, index 3 bits) |
+| reg_cas | k-induction, k=8 | RegisterOp compare-and-swap, conditional write (result old) (width 4, depth 3, index 3 bits) |
+| reg_filter | k-induction, k=8 | NetClone's response filter (the program's update/drop expressions): RegisterOp vs abstract array, and drops of any sequence number S never exceed its passes (width 4, depth 3, index 3 bits) |
+| reg_*_cover | cover, 12 / 14 | back-to-back same-index packets, host write landing between two packets to one index, host read, a request served after slot_request |
 | tm / tm_g3_r7 | k-induction, k=6 | TrafficManager copies, rids, counters, conservation, recirc bound (4 outputs, rid 16; 4 groups, max_recirc 2 / 3 groups (not a power of 2), max_recirc 7) |
 | tm_equiv[_g3_r7] | k-induction, k=6 | TrafficManager + copy registers == the pre-refactor inline TM logic of Datapath._build (same parameters as tm / tm_g3_r7) |
 | tm_cover | cover, 8 | multicast of 3 copies (+ clone), recirc limit, bad port, fresh table entry |
