@@ -252,22 +252,27 @@ class ReplicationEngine(wiring.Component):
     """
 
     def __init__(self, n_outputs, n_groups=4096, *, group_width=12, tag_width=8,
-                 fifo_depth=16):
+                 fifo_depth=16, copies=GROUP_COPIES):
         if not 1 <= n_outputs <= 1 << GROUP_PORT_BITS:
             raise ValueError("n_outputs must fit the 4-bit port of a copy")
+        if not 1 <= copies <= GROUP_COPIES:
+            raise ValueError(f"copies must be 1..{GROUP_COPIES}")
         self.n_outputs, self.n_groups = n_outputs, n_groups
+        #: copies per group (16 in the data path; fewer only for small formal models)
+        self.copies = copies
+        self.word_bits = GROUP_COUNT_BITS + copies * GROUP_COPY_BITS
         self.group_width, self.tag_width, self.fifo_depth = group_width, tag_width, fifo_depth
         super().__init__({
             "i": In(flow_signature(data.StructLayout({"group": group_width,
                                                       "tag": tag_width}))),
-            "mc": In(memory_port_signature(GROUP_WORD_BITS, n_groups)),
+            "mc": In(memory_port_signature(self.word_bits, n_groups)),
             "o": Out(stream.Signature(copy_layout(tag_width))),
             "cnt": Out(engine_counter_layout()),
         })
 
     def elaborate(self, platform):
         m = Module()
-        N, CB, tw = GROUP_COPIES, GROUP_COPY_BITS, self.tag_width
+        N, CB, tw = self.copies, GROUP_COPY_BITS, self.tag_width
         gbits = max(1, (self.n_groups - 1).bit_length())
 
         # ---- descriptor FIFO ----------------------------------------------------------------
@@ -280,7 +285,7 @@ class ReplicationEngine(wiring.Component):
         head_tag = dfifo.r_data[self.group_width:]
 
         # ---- group memory and its host port -------------------------------------------------
-        mem = m.submodules.groups = Memory(shape=GROUP_WORD_BITS, depth=self.n_groups, init=[])
+        mem = m.submodules.groups = Memory(shape=self.word_bits, depth=self.n_groups, init=[])
         rp, wp = mem.read_port(), mem.write_port()
         mc = self.mc
         mpend = Signal()
@@ -289,7 +294,7 @@ class ReplicationEngine(wiring.Component):
         m.d.comb += hread.eq(first & ~mc.we)
         m.d.comb += [wp.addr.eq(mc.addr), wp.data.eq(mc.wdata), wp.en.eq(first & mc.we)]
         m.d.sync += [mpend.eq(first), mc.ack.eq(mpend)]
-        h_rdata = Signal(GROUP_WORD_BITS, reset_less=True)
+        h_rdata = Signal(self.word_bits, reset_less=True)
         m.d.sync += h_rdata.eq(rp.data)          # read at t, data at t+1, ack at t+2
         m.d.comb += mc.rdata.eq(h_rdata)
 
