@@ -1,12 +1,24 @@
 """``Table``: exact (hashed, multi-way), ternary (TCAM) or LPM match; on a hit the entry's
 action runs with the entry's parameters, on a miss the default action (run-time settable).
 
-Gateware: 2 cycles. Exact: c0 a CRC slot per way addresses that way's BRAM; c1 the keys are
-compared, the first way that hits (else the default action) runs its action, registered.
-Ternary/LPM: c0 every entry (in flip-flops) is compared in parallel and the match vector
-registered; c1 the lowest matching address is isolated (a carry chain and an AND-OR tree) and
-its action runs, registered. The host writes an entry in one cycle into the entry memory (an
-entry is one word: a lookup sees the old or the new entry, never a mix).
+Gateware (match and action separated: the match yields an entry, the action word sits in RAM):
+
+* exact, latency 3: c0 a CRC slot per way addresses that way's RAM (``ways`` RAMs of
+  ``valid | key | action | params``, the RAM's address register is the stage's); c1 the ways'
+  keys are compared, registered; c2 the first way that hits (else the default action) runs its
+  action, registered. The host shares each way RAM's second port (a write in one cycle).
+* ternary / LPM of more than :data:`FLOP_ENTRIES` entries, latency ``L + 2``: the RAM TCAM
+  (:class:`netstor.gateware.tcam.Tcam`, key cut into ``tcam_chunk``-bit chunks, one bitmap RAM
+  per chunk, AND, a pipelined lowest-index priority tree of fan-in 8) yields the lowest
+  matching index after ``L`` = 1 + (tree levels - 1) cycles; the index addresses the action
+  RAM; the action (or the default) runs, registered. A host write rewrites the entry's bitmap
+  bits through the RAMs' second port (two read-modify-write passes over the ``2**tcam_chunk``
+  addresses: clear, then set; the action RAM is written between them), so it never stalls a
+  lookup and takes ~``4 * 2**tcam_chunk`` cycles; a lookup sees the old entry, no entry or the
+  new entry, never a mix (formal/props_table.py).
+* ternary / LPM of at most :data:`FLOP_ENTRIES` entries (the trust guard's), latency 2: entries
+  in flip-flops compared in parallel, the match vector registered, the lowest matching
+  address's action runs, registered; a host write lands in one cycle.
 
 Entry words (the spec's "Entry encodings"): exact ``valid | key | action | params``;
 ternary/LPM ``valid | value | mask | action | params`` (bit 0 first). Counters
@@ -18,9 +30,11 @@ import collections
 import zlib
 
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
+from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
 from netstor.gateware.kit import HwEnv, apply_sets, crc_matrix_hw, or_tree, phv_signal
+from netstor.gateware.tcam import Tcam
 from netstor.lang.element import Element
 from netstor.lang.expr import Cat as ECat, Param, as_expr
 from netstor.lang.program import action_id, hash_crc32
@@ -46,8 +60,12 @@ class Table(Element):
     is_table = True
 
     def __init__(self, name, *, kind, key, actions, size, default=None, default_params=None,
-                 ways=4, when=None):
+                 ways=4, when=None, tcam_chunk=5):
         super().__init__(name, when)
+        if not 1 <= tcam_chunk <= 12:
+            raise ValueError(f"table {name}: tcam_chunk must be 1..12 bits")
+        #: key bits per RAM of the ternary/LPM match engine (5: 32-word LUTRAM, 9: BRAM)
+        self.tcam_chunk = tcam_chunk
         if kind not in self.KINDS:
             raise ValueError(f"table {name}: kind must be one of {self.KINDS}, got {kind!r}")
         self.kind = kind
@@ -366,6 +384,39 @@ def _default_regs(m, e, csr, prefix):
     return dflt[:ab], dflt[ab:]
 
 
+def _delay(m, sig, n, name, *, reset_less=True):
+    """``sig`` delayed by ``n`` clocks (a register chain; ``sig`` itself when ``n`` is 0)."""
+    for k in range(n):
+        shape = sig.shape() if not isinstance(sig, data.View) else sig.shape()
+        d = Signal(shape, name=f"{name}_d{k + 1}", reset_less=reset_less)
+        m.d.sync += d.eq(sig)
+        sig = d
+    return sig
+
+
+def _finish(m, e, pipeline, csr, prefix, v, phv, when, hit, action, params, d_action,
+            d_params):
+    """Last stage: the entry's action (hit) or the default one (miss) on ``phv``, counters,
+    registered outputs."""
+    ab, pw = e.action_bits, e.param_width
+    sel_action = Signal(ab, name=f"{prefix}_sel_action")
+    sel_params = Signal(pw, name=f"{prefix}_sel_params")
+    m.d.comb += [sel_action.eq(Mux(hit, action, d_action)),
+                 sel_params.eq(Mux(hit, params, d_params))]
+    with m.If(~when):
+        m.d.comb += sel_action.eq(0)
+    nxt = phv_signal(pipeline, f"{prefix}_next")
+    _run_action(m, e, pipeline, phv, nxt, sel_action, sel_params)
+    hit_ctr = csr.counter(f"{e.qualname}.hit", doc=f"lookups of {e.qualname} that hit")
+    miss_ctr = csr.counter(f"{e.qualname}.miss", doc=f"lookups of {e.qualname} that missed")
+    m.d.comb += [hit_ctr.eq(v & when & hit), miss_ctr.eq(v & when & ~hit)]
+    valid_out = Signal(name=f"{prefix}_valid")
+    phv_out = Signal(data.StructLayout(pipeline.phv.layout()), name=f"{prefix}_phv",
+                     reset_less=True)
+    m.d.sync += [valid_out.eq(v), phv_out.eq(nxt)]
+    return valid_out, phv_out
+
+
 def _build(m, e, pipeline, valid_in, phv_in, csr, prefix):
     ab, pw, kw = e.action_bits, e.param_width, e.key_width
     env = HwEnv(pipeline, phv_in)
@@ -374,100 +425,161 @@ def _build(m, e, pipeline, valid_in, phv_in, csr, prefix):
     when = Signal(name=f"{prefix}_when")
     m.d.comb += when.eq(e.when.hw(env).any())
     d_action, d_params = _default_regs(m, e, csr, prefix)
-
-    # stage 1 registers
-    v1, phv1 = Signal(name=f"{prefix}_v1"), phv_signal(pipeline, f"{prefix}_phv1")
-    when1, key1 = Signal(name=f"{prefix}_when1"), Signal(kw, name=f"{prefix}_key1")
-    m.d.sync += [v1.eq(valid_in), phv1.eq(phv_in), when1.eq(when), key1.eq(key)]
-    hit = Signal(name=f"{prefix}_hit")
-    action = Signal(ab, name=f"{prefix}_action")
-    params = Signal(pw, name=f"{prefix}_params")
-
     if e.kind == "exact":
-        ew = 1 + kw + ab + pw
-        depth, ways = e.depth, e.ways
-        port = csr.memory(e.qualname, ew, e.size,
-                          doc=f"{e.qualname}: exact, {ways} ways x {depth}; "
-                              f"valid | key({kw}) | action({ab}) | params({pw})",
-                          kind="exact", table=e.qualname, ways=ways)
-        sbits = max(1, (depth - 1).bit_length())
-        rd_host = []
-        hits, entries = [], []
-        for w in range(ways):
-            mem = Memory(shape=ew, depth=depth, init=[])
-            m.submodules[f"{prefix}_way{w}"] = mem
-            wp = mem.write_port()
-            rp = mem.read_port()
-            hp = mem.read_port()
-            slot = crc_matrix_hw(key, kw, seed=w)[:sbits] if depth > 1 else Const(0, 1)
-            m.d.comb += [rp.addr.eq(slot), rp.en.eq(1)]
-            hit_addr = port.addr[sbits:] == w if ways > 1 else Const(1, 1)
-            m.d.comb += [
-                wp.addr.eq(port.addr[:sbits]), wp.data.eq(port.wdata),
-                wp.en.eq(port.req & port.we & ~port.ack & hit_addr),
-                hp.addr.eq(port.addr[:sbits]), hp.en.eq(1),
-            ]
-            rd_host.append(hp.data)
-            ent = rp.data
-            hits.append(ent[0] & (ent[1:1 + kw] == key1))
-            entries.append(ent)
-        # host access: writes land in one cycle; reads have the data one cycle after the address
-        pend = Signal(name=f"{prefix}_host_pend")
-        m.d.sync += pend.eq(port.req & ~pend & ~port.ack)
-        m.d.sync += port.ack.eq(0)
-        with m.If(pend):
-            m.d.sync += port.ack.eq(1)
-        way_sel = port.addr[sbits:] if ways > 1 else Const(0, 1)
-        m.d.comb += port.rdata.eq(Array(rd_host)[way_sel])
-        with m.If(port.ack):
-            m.d.sync += pend.eq(0)
-        # first hit way wins
-        m.d.comb += [hit.eq(0), action.eq(0), params.eq(0)]
-        for w in reversed(range(ways)):
-            with m.If(hits[w]):
-                m.d.comb += [hit.eq(1), action.eq(entries[w][1 + kw:1 + kw + ab]),
-                             params.eq(entries[w][1 + kw + ab:])]
-    else:
-        n = e.size
-        ew = 1 + 2 * kw + ab + pw
-        port = csr.memory(e.qualname, ew, n,
-                          doc=f"{e.qualname}: {e.kind}, {n} entries, lowest address wins; "
-                              f"valid | value({kw}) | mask({kw}) | action({ab}) | params({pw})",
-                          kind=e.kind, table=e.qualname)
-        ents = Array(Signal(ew, name=f"{prefix}_ent{i}") for i in range(n))
-        match = Signal(n, name=f"{prefix}_match")
-        for i in range(n):
-            ent = ents[i]
-            value, mask = ent[1:1 + kw], ent[1 + kw:1 + 2 * kw]
-            m.d.comb += match[i].eq(ent[0] & (((key ^ value) & mask) == 0))
-        match1 = Signal(n, name=f"{prefix}_match1")
-        m.d.sync += match1.eq(match)
-        m.d.sync += port.ack.eq(port.req & ~port.ack)
-        m.d.comb += port.rdata.eq(ents[port.addr])
-        with m.If(port.req & port.we & ~port.ack):
-            m.d.sync += ents[port.addr].eq(port.wdata)
-        # the entries' action words are registered too, so c1 sees them aligned with match1
-        acts1 = [Signal(ab + pw, name=f"{prefix}_act1_{i}") for i in range(n)]
-        for i in range(n):
-            m.d.sync += acts1[i].eq(ents[i][1 + 2 * kw:])
-        # lowest matching address wins: isolate the lowest set bit (x & -x, a carry chain),
-        # then an AND-OR tree of depth log(n) instead of an n-deep priority chain
-        first = Signal(n, name=f"{prefix}_first")
-        m.d.comb += first.eq(match1 & (~match1 + 1)[:n])
-        sel = or_tree([Mux(first[i], acts1[i], 0) for i in range(n)])
-        m.d.comb += [hit.eq(match1.any()), action.eq(sel[:ab]), params.eq(sel[ab:])]
+        return _build_exact(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when,
+                            d_action, d_params)
+    if e.size <= FLOP_ENTRIES:
+        return _build_ternary_ff(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when,
+                                 d_action, d_params)
+    return _build_ternary(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when,
+                          d_action, d_params)
 
-    sel_action = Signal(ab, name=f"{prefix}_sel_action")
-    sel_params = Signal(pw, name=f"{prefix}_sel_params")
-    m.d.comb += [sel_action.eq(Mux(hit, action, d_action)),
-                 sel_params.eq(Mux(hit, params, d_params))]
-    with m.If(~when1):
-        m.d.comb += sel_action.eq(0)
-    nxt = phv_signal(pipeline, f"{prefix}_next")
-    _run_action(m, e, pipeline, phv1, nxt, sel_action, sel_params)
-    hit_ctr = csr.counter(f"{e.qualname}.hit", doc=f"lookups of {e.qualname} that hit")
-    miss_ctr = csr.counter(f"{e.qualname}.miss", doc=f"lookups of {e.qualname} that missed")
-    m.d.comb += [hit_ctr.eq(v1 & when1 & hit), miss_ctr.eq(v1 & when1 & ~hit)]
-    valid_out, phv_out = Signal(name=f"{prefix}_valid"), phv_signal(pipeline, f"{prefix}_phv")
-    m.d.sync += [valid_out.eq(v1), phv_out.eq(nxt)]
-    return valid_out, phv_out, 2
+
+#: ternary/LPM tables of at most this many entries keep their entries in flip-flops (a
+#: parallel compare is smaller than the RAM engine's fixed cost; the trust guard's 8 entries)
+FLOP_ENTRIES = 16
+
+
+def _build_ternary_ff(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when, d_action,
+                      d_params):
+    """A small ternary/LPM table in flip-flops. c0: every entry is compared in parallel and
+    the match vector registered; c1: the lowest matching entry (a carry chain and an AND-OR
+    tree) runs its action, registered. Latency 2. The host writes an entry in one cycle."""
+    ab, pw, kw = e.action_bits, e.param_width, e.key_width
+    n = e.size
+    ew = 1 + 2 * kw + ab + pw
+    port = csr.memory(e.qualname, ew, n,
+                      doc=f"{e.qualname}: {e.kind}, {n} entries, lowest address wins; "
+                          f"valid | value({kw}) | mask({kw}) | action({ab}) | params({pw})",
+                      kind=e.kind, table=e.qualname)
+    ents = Array(Signal(ew, name=f"{prefix}_ent{i}") for i in range(n))
+    match = Signal(n, name=f"{prefix}_match")
+    for i in range(n):
+        ent = ents[i]
+        value, mask = ent[1:1 + kw], ent[1 + kw:1 + 2 * kw]
+        m.d.comb += match[i].eq(ent[0] & (((key ^ value) & mask) == 0))
+    match1 = Signal(n, name=f"{prefix}_match1", reset_less=True)
+    m.d.sync += match1.eq(match)
+    m.d.sync += port.ack.eq(port.req & ~port.ack)
+    m.d.comb += port.rdata.eq(ents[port.addr])
+    with m.If(port.req & port.we & ~port.ack):
+        m.d.sync += ents[port.addr].eq(port.wdata)
+    # the entries' action words are registered too, so c1 sees them aligned with match1
+    acts1 = [Signal(ab + pw, name=f"{prefix}_act1_{i}", reset_less=True) for i in range(n)]
+    for i in range(n):
+        m.d.sync += acts1[i].eq(ents[i][1 + 2 * kw:])
+    # lowest matching address wins: isolate the lowest set bit (x & -x), then an AND-OR tree
+    first = Signal(n, name=f"{prefix}_first")
+    m.d.comb += first.eq(match1 & (~match1 + 1)[:n])
+    sel = or_tree([Mux(first[i], acts1[i], 0) for i in range(n)])
+    v1 = _delay(m, valid_in, 1, f"{prefix}_v", reset_less=False)
+    phv1, when1 = _delay(m, phv_in, 1, f"{prefix}_phv"), _delay(m, when, 1, f"{prefix}_when")
+    vo, po = _finish(m, e, pipeline, csr, prefix, v1, phv1, when1, match1.any(), sel[:ab],
+                     sel[ab:], d_action, d_params)
+    return vo, po, 2
+
+
+def _build_exact(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when, d_action, d_params):
+    """c0: a CRC slot per way addresses that way's RAM (the RAM's address register); c1: the
+    ways' keys are compared, registered; c2: the first way that hits (else the default) runs
+    its action, registered. Latency 3. The host shares each way's second port (a write lands
+    in one cycle; a read has its data the next)."""
+    ab, pw, kw = e.action_bits, e.param_width, e.key_width
+    ew = 1 + kw + ab + pw
+    depth, ways = e.depth, e.ways
+    port = csr.memory(e.qualname, ew, e.size,
+                      doc=f"{e.qualname}: exact, {ways} ways x {depth}; "
+                          f"valid | key({kw}) | action({ab}) | params({pw})",
+                      kind="exact", table=e.qualname, ways=ways)
+    sbits = max(1, (depth - 1).bit_length())
+    v1, phv1 = _delay(m, valid_in, 1, f"{prefix}_v", reset_less=False), \
+        _delay(m, phv_in, 1, f"{prefix}_phv")
+    when1, key1 = _delay(m, when, 1, f"{prefix}_when"), _delay(m, key, 1, f"{prefix}_key")
+    rd_host, hits, ents = [], [], []
+    for w in range(ways):
+        mem = Memory(shape=ew, depth=depth, init=[])
+        m.submodules[f"{prefix}_way{w}"] = mem
+        rp = mem.read_port()
+        hp = mem.read_port()
+        wp = mem.write_port()
+        slot = crc_matrix_hw(key, kw, seed=w)[:sbits] if depth > 1 else Const(0, 1)
+        m.d.comb += rp.addr.eq(slot)
+        hit_addr = port.addr[sbits:] == w if ways > 1 else Const(1, 1)
+        haddr = port.addr[:sbits]
+        m.d.comb += [
+            wp.addr.eq(haddr), wp.data.eq(port.wdata),
+            wp.en.eq(port.req & port.we & ~port.ack & hit_addr),
+            hp.addr.eq(haddr),
+        ]
+        rd_host.append(hp.data)
+        ent = rp.data
+        h = Signal(name=f"{prefix}_hit2_{w}")
+        a = Signal(ab + pw, name=f"{prefix}_act2_{w}", reset_less=True)
+        m.d.sync += [h.eq(ent[0] & (ent[1:1 + kw] == key1)), a.eq(ent[1 + kw:])]
+        hits.append(h)
+        ents.append(a)
+    # host access: writes land in one cycle; reads have the data one cycle after the address
+    pend = Signal(name=f"{prefix}_host_pend")
+    m.d.sync += pend.eq(port.req & ~pend & ~port.ack)
+    m.d.sync += port.ack.eq(0)
+    with m.If(pend):
+        m.d.sync += port.ack.eq(1)
+    way_sel = port.addr[sbits:] if ways > 1 else Const(0, 1)
+    m.d.comb += port.rdata.eq(Array(rd_host)[way_sel])
+    with m.If(port.ack):
+        m.d.sync += pend.eq(0)
+    v2 = _delay(m, v1, 1, f"{prefix}_v1", reset_less=False)
+    phv2, when2 = _delay(m, phv1, 1, f"{prefix}_phv1"), _delay(m, when1, 1, f"{prefix}_when1")
+    # first hit way wins
+    hit = Signal(name=f"{prefix}_hit")
+    sel = Signal(ab + pw, name=f"{prefix}_sel")
+    m.d.comb += [hit.eq(Cat(*hits).any()), sel.eq(0)]
+    for w in reversed(range(ways)):
+        with m.If(hits[w]):
+            m.d.comb += sel.eq(ents[w])
+    vo, po = _finish(m, e, pipeline, csr, prefix, v2, phv2, when2, hit, sel[:ab], sel[ab:],
+                     d_action, d_params)
+    return vo, po, 3
+
+
+def _build_ternary(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when, d_action,
+                   d_params):
+    """Ternary and LPM: the match engine (:class:`netstor.gateware.tcam.Tcam`) yields the
+    lowest matching entry's index after ``L`` cycles; the index addresses the action RAM
+    (``L + 1``); the entry's action (hit) or the default one runs, registered (``L + 2``)."""
+    ab, pw, kw = e.action_bits, e.param_width, e.key_width
+    n = e.size
+    ew = 1 + 2 * kw + ab + pw
+    port = csr.memory(e.qualname, ew, n,
+                      doc=f"{e.qualname}: {e.kind}, {n} entries, lowest address wins; "
+                          f"valid | value({kw}) | mask({kw}) | action({ab}) | params({pw})",
+                      kind=e.kind, table=e.qualname)
+    tc = Tcam(m, n=n, kw=kw, key=key, chunk=e.tcam_chunk, prefix=f"{prefix}_tcam")
+    L = tc.latency
+    # the entries' value/mask (host read-back) and action words, each in a RAM
+    vm = Memory(shape=1 + 2 * kw, depth=n, init=[])
+    act = Memory(shape=ab + pw, depth=n, init=[])
+    m.submodules[f"{prefix}_vm"] = vm
+    m.submodules[f"{prefix}_act"] = act
+    arp = act.read_port()
+    m.d.comb += arp.addr.eq(tc.index)
+    vm_r, vm_w = vm.read_port(), vm.write_port()
+    act_r, act_w = act.read_port(), act.write_port()
+    wr = port.req & port.we
+    m.d.comb += [
+        tc.upd_req.eq(wr), tc.upd_index.eq(port.addr), tc.upd_valid.eq(port.wdata[0]),
+        tc.upd_value.eq(port.wdata[1:1 + kw]), tc.upd_mask.eq(port.wdata[1 + kw:1 + 2 * kw]),
+        vm_r.addr.eq(port.addr), vm_w.addr.eq(port.addr), vm_w.data.eq(port.wdata[:1 + 2 * kw]),
+        act_r.addr.eq(port.addr), act_w.addr.eq(port.addr), act_w.data.eq(port.wdata[1 + 2 * kw:]),
+        vm_w.en.eq(wr & tc.upd_mid), act_w.en.eq(wr & tc.upd_mid),
+    ]
+    rack = Signal(name=f"{prefix}_host_rack")
+    m.d.sync += rack.eq(port.req & ~port.we & ~rack)
+    m.d.comb += [port.ack.eq(rack | (wr & tc.upd_done)), port.rdata.eq(Cat(vm_r.data, act_r.data))]
+    vL = _delay(m, valid_in, L + 1, f"{prefix}_v", reset_less=False)
+    phvL = _delay(m, phv_in, L + 1, f"{prefix}_phv")
+    whenL = _delay(m, when, L + 1, f"{prefix}_when")
+    hitL = _delay(m, tc.hit, 1, f"{prefix}_hit")
+    vo, po = _finish(m, e, pipeline, csr, prefix, vL, phvL, whenL, hitL, arp.data[:ab],
+                     arp.data[ab:], d_action, d_params)
+    return vo, po, L + 2
