@@ -89,15 +89,18 @@ class IngressArbiter(wiring.Component):
             m.d.comb += self.i[k].ready.eq(en & (sel == k) & (busy | ~self.hold))
 
         take = en & sel_valid
+        # the output beat is data (no reset); only o.valid resets
+        o_beat = Signal.like(self.o.payload, name="o_beat", reset_less=True)
+        m.d.comb += self.o.payload.eq(o_beat)
         with m.If(en):
             m.d.sync += [
                 self.o.valid.eq(sel_valid),
-                self.o.payload.data.eq(sel_payload.data),
-                self.o.payload.keep.eq(sel_payload.keep),
-                self.o.payload.last.eq(sel_payload.last),
-                self.o.payload.user.eq(sel_payload.user),
-                self.o.payload.len.eq(sel_payload.len),
-                self.o.payload.port.eq(sel),
+                o_beat.data.eq(sel_payload.data),
+                o_beat.keep.eq(sel_payload.keep),
+                o_beat.last.eq(sel_payload.last),
+                o_beat.user.eq(sel_payload.user),
+                o_beat.len.eq(sel_payload.len),
+                o_beat.port.eq(sel),
             ]
         with m.If(take):
             m.d.sync += [
