@@ -30,7 +30,7 @@ async def host_op(ctx, mc, addr, wdata=None):
 
 def random_word(rng):
     k = rng.choice([0, 1, 1, 2, 3, 5, 8, 16, 16])
-    copies = [(rng.choice([0, 1, 2, 3, 3, 3, 4, 15]) if rng.random() < 0.15
+    copies = [(rng.choice([0, 1, 2, 3, 3, 3, 4, 15]) if rng.random() < 0.3
                else rng.randrange(NOUT), rng.randrange(1 << 16)) for _ in range(k)]
     w = encode_group(copies)
     if k == 16 and rng.random() < 0.3:
@@ -49,6 +49,9 @@ def test_engine_random_against_model():
     rng = random.Random(12)
     dut = ReplicationEngine(NOUT, NG, group_width=12, tag_width=8, fifo_depth=8)
     words = {g: random_word(rng) for g in range(NG)}
+    # bad ports after the last good copy, before it, and only bad ports
+    words.update({0: encode_group([(0, 1), (9, 2)]), 1: encode_group([(7, 1), (2, 3), (4, 4)]),
+                  2: encode_group([(5, 1)]), 3: encode_group([(1, 2), (4, 0), (1, 3), (6, 6)])})
     got, expected, counts = [], [], {"mcast_empty": 0, "bad_port": 0, "overflow": 0}
     sent = []
 
