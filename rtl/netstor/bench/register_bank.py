@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
+import time
 from pathlib import Path
 
 from amaranth.back import verilog
@@ -27,7 +29,7 @@ from netstor.gateware.stages import build_element
 from netstor.lang.program import Pipeline, Program
 from netstor.paths import repo_root
 
-from .synth import run_yosys
+from .synth import netlist_depth, parse_stat, run_yosys, script, summarise, yosys_bin
 
 __all__ = ["bench", "bank_verilog"]
 
@@ -75,19 +77,51 @@ def _drop_zero_init(text):
     return out
 
 
-def bench(out_dir, *, depth=128 * 1024, width=64, timeout=None):
-    """Synthesise the bank; write and return the figures (see the module docstring)."""
+def run_yosys_uram(verilog_text, top, workdir: Path, *, timeout=None):
+    """As :func:`netstor.bench.synth.run_yosys` (same script, its helpers for the figures)
+    with ``synth_xilinx -uram`` (URAM288 inference for large memories, off by default in
+    Yosys); not cached."""
+    ys = script(top).replace(" -noclkbuf\n", " -noclkbuf -uram\n")
+    assert "-uram" in ys
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "design.v").write_text(verilog_text)
+    (workdir / "synth.ys").write_text(ys)
+    t0 = time.perf_counter()
+    p = subprocess.run([yosys_bin(), "-q", "-l", "yosys.log", "synth.ys"], cwd=workdir,
+                       capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0 or not (workdir / "stat.json").exists():
+        raise RuntimeError(f"yosys -uram failed: {(p.stderr or p.stdout)[-2000:]}")
+    cells = parse_stat(workdir / "stat.json", top)
+    return {"ok": True, "cells": cells, **summarise(cells),
+            "depth": netlist_depth(workdir / "netlist.json", top),
+            "yosys_seconds": round(time.perf_counter() - t0, 1), "cached": False}
+
+
+def _figures(r, depth, width, lat):
+    return {"depth": depth, "width": width, "LUT": r["LUT"], "FF": r["FF"],
+            "BRAM36": r["BRAM36_equiv"], "URAM": r["URAM"],
+            "lut_levels": r["depth"]["lut_levels"], "latency_cycles": lat,
+            "yosys": {k: r[k] for k in ("cells", "depth", "yosys_seconds", "cached",
+                                        "verilog_sha256") if k in r}}
+
+
+def bench(out_dir, *, depth=128 * 1024, width=64, timeout=None, uram=True):
+    """Synthesise the bank; write and return the figures (see the module docstring).
+
+    Top level: the bench's standard script (``run_yosys``: Yosys maps the bank to block RAM,
+    it infers URAM only when asked); with ``uram``, ``"uram_mapping"`` holds the same
+    figures from a run with ``synth_xilinx -uram``."""
     out_dir = Path(out_dir)
     text, lat = bank_verilog(depth, width)
     r = run_yosys(text, TOP, out_dir / "synth_work" / f"register_bank_{depth}x{width}",
                   timeout=timeout, cache_dir=out_dir / "synth_cache")
     if not r.get("ok"):
         raise RuntimeError(f"yosys failed on the register bank: {r.get('error')}")
-    fig = {"depth": depth, "width": width, "LUT": r["LUT"], "FF": r["FF"],
-           "BRAM36": r["BRAM36_equiv"], "URAM": r["URAM"],
-           "lut_levels": r["depth"]["lut_levels"], "latency_cycles": lat,
-           "yosys": {k: r[k] for k in ("cells", "depth", "yosys_seconds", "cached",
-                                       "verilog_sha256") if k in r}}
+    fig = _figures(r, depth, width, lat)
+    if uram:
+        ru = run_yosys_uram(text, TOP, out_dir / "synth_work" /
+                            f"register_bank_{depth}x{width}_uram", timeout=timeout)
+        fig["uram_mapping"] = _figures(ru, depth, width, lat)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "register_bank.json").write_text(json.dumps(fig, indent=1) + "\n")
     return fig
@@ -100,7 +134,10 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=64)
     a = ap.parse_args(argv)
     fig = bench(a.out_dir, depth=a.depth, width=a.width)
-    print(json.dumps({k: v for k, v in fig.items() if k != "yosys"}))
+    print(json.dumps({k: v for k, v in fig.items() if k not in ("yosys", "uram_mapping")}))
+    if "uram_mapping" in fig:
+        print("-uram:", json.dumps({k: v for k, v in fig["uram_mapping"].items()
+                                    if k != "yosys"}))
 
 
 if __name__ == "__main__":
