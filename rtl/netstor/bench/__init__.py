@@ -60,9 +60,8 @@ def run_pipeline(out: Path, *, sizes, cases, budget_beats=1200, min_frames=8, ma
 #: optional modules with ``bench(out_dir) -> dict`` (standalone syntheses of big memories, e.g.
 #: a 128K-entry register bank, a 64K-entry exact table); merged into synth.json["standalone"]
 #: under the module's last name. Absent modules are skipped (either folder may hold them).
-STANDALONE_BENCHES = ("netstor.bench.register_bank", "netstor.elements.register_bench",
-                      "netstor.bench.register_bench", "netstor.elements.table_bench",
-                      "netstor.bench.table_bench")
+STANDALONE_BENCHES = ("netstor.bench.register_bank", "netstor.bench.tables",
+                      "netstor.elements.register_bench", "netstor.elements.table_bench")
 
 
 def run_standalone(out: Path, modules=STANDALONE_BENCHES, log=print):
