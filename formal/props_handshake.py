@@ -161,10 +161,10 @@ class AxiLiteProps(wiring.Component):
 
         # ---- never a hang (bounded response / acceptance) ---------------------------------
         wr_in = (out_aw != 0) & (out_w != 0) & ~s("bvalid")      # accepted, not yet answered
-        N_B = 2
-        N_R = 2
-        N_AW = 2 + self.bgap
-        N_AR = 3 + self.rgap
+        N_B = 3                        # write: decode, perform, bvalid (CSR block timing)
+        N_R = 3                        # read: select, group mux, OR stage
+        N_AW = 3 + self.bgap
+        N_AR = 4 + self.rgap
         t_b = gap_counter(wr_in, "t_b")
         t_r = gap_counter((out_ar != 0) & ~s("rvalid"), "t_r")
         t_aw = gap_counter(s("awvalid") & ~s("awready") & (s("wvalid") | ~s("wready")), "t_aw")
@@ -180,12 +180,16 @@ class AxiLiteProps(wiring.Component):
         fields_p = past(m, fields, "req_fields")
         m.d.comb += [Assert(~(started & req_p) | (port.req & (fields == fields_p))),
                      Assert(~(started & acked) | ~port.req)]
+        # strengthening (k-induction): a request and an ack still in the completion stages
+        # belong to the command in progress
+        m.d.comb += [Assert(~port.req | dut.cmd_busy), Assert(~dut.ack_inflight | dut.cmd_busy)]
 
         # ---- covers -------------------------------------------------------------------------
         m.d.comb += [
-            # full write throughput: a response every 2 cycles
-            Cover(started & b_hs & past(m, past(m, b_hs, "bhs1"), "bhs2")
-                  & past(m, past(m, past(m, past(m, b_hs, "bhs3"), "bhs4"), "bhs5"), "bhs6")),
+            # full write throughput: a response every 3 cycles (decode, perform, bvalid)
+            Cover(started & b_hs & past(m, past(m, past(m, b_hs, "bhs1"), "bhs2"), "bhs3")
+                  & past(m, past(m, past(m, past(m, past(m, past(m, b_hs, "bhs4"), "bhs5"),
+                                                     "bhs6"), "bhs7"), "bhs8"), "bhs9")),
             Cover(started & s("bvalid") & ~s("bready") & past(m, s("bvalid") & ~s("bready"),
                                                                   "bst2")),
             Cover(started & r_hs & (s("rdata") == 0x5A)),

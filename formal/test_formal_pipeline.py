@@ -10,7 +10,7 @@
 | tm_equiv[_g3_r7] | k-induction, k=6 | TrafficManager + copy registers == the pre-refactor inline TM logic of Datapath._build (same parameters as tm / tm_g3_r7) |
 | tm_cover | cover, 8 | multicast of 3 copies (+ clone), recirc limit, bad port, fresh table entry |
 | txcpl | k-induction, k=4 | TxCompletions ``m_cpl`` stream rules (2 ports, tag 2, ts 2, FIFO depth 2 / 4) |
-| axil | k-induction, k=6 | AxiLiteCsr B/R rules, one response per request, bounded waits, indirect request stable (2 regs, 1 counter, 1 memory) |
+| axil | k-induction, k=8 | AxiLiteCsr B/R rules, one response per request, bounded waits, indirect request stable (2 regs, 1 counter, 1 memory) |
 | delay_cN | k-induction, k=N+3 | DelayLine ``o`` = ``i`` delayed N (width 3; N = 0, 3, 4 registers; 5, 7, 9 memory ring) |
 
 Jobs write into build/formal/<job>/.
@@ -56,7 +56,7 @@ JOBS = {
                  "prove", 4, "formal"),
     "txcpl_cover": (lambda: TxCplProps(n_ports=2, tag_width=2, ts_width=2, depth=2),
                     "cover", 8, "formal"),
-    "axil": (lambda: AxiLiteProps(bready_gap=2, rready_gap=2, ack_gap=3), "prove", 6, None),
+    "axil": (lambda: AxiLiteProps(bready_gap=2, rready_gap=2, ack_gap=3), "prove", 8, None),
     "axil_cover": (lambda: AxiLiteProps(bready_gap=2, rready_gap=2, ack_gap=3),
                    "cover", 12, None),
 }

@@ -370,6 +370,10 @@ class AxiLiteCsr(wiring.Component):
         self.schema = schema
         self.n_data = n_data
         super().__init__(axil_slave_signature(builder.addr_width))
+        # observation only (formal invariants, debug): an indirect command is in progress;
+        # a memory's ack is on its way through the completion OR stages
+        self.cmd_busy = Signal()
+        self.ack_inflight = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -468,7 +472,7 @@ class AxiLiteCsr(wiring.Component):
         cur_we = Signal(reset_less=True)
         data = [Signal(32, name=f"data{i}", reset_less=True) for i in range(self.n_data)]
         busy = Signal()
-        m.d.comb += busy.eq(status == STATUS_BUSY)
+        m.d.comb += [busy.eq(status == STATUS_BUSY), self.cmd_busy.eq(busy)]
         reads[ind["select"] // 4] = sel
         reads[ind["address"] // 4] = address
         reads[ind["status"] // 4] = status
@@ -542,6 +546,7 @@ class AxiLiteCsr(wiring.Component):
             ack_b = Signal()
             rd_b = Signal(max(1, dw), reset_less=True)
             m.d.sync += [ack_b.eq(Cat(*acks_a).any()), rd_b.eq(_or_all(rds_a))]
+            m.d.comb += self.ack_inflight.eq(Cat(*acks_a).any() | ack_b)
             with m.If(ack_b):
                 m.d.sync += status.eq(STATUS_DONE)
                 with m.If(~cur_we):
