@@ -304,18 +304,34 @@ async def _configure(env):
 
 
 async def _quiesce(env, idle_cycles=1500, limit=200000):
-    """Wait until the sources are idle and no sink took a frame for ``idle_cycles``."""
+    """Drain after the traffic: every sink ready again, then wait (at most ``limit`` cycles)
+    until the sources are idle, every output's sink holds as many frames as the hardware's
+    ``out<q>.pkts`` says left it, and no sink took a frame for ``idle_cycles``. Returns
+    ``(cycles waited, drained)``.
+
+    ``clear_pause_generator`` alone is not enough: cocotbext-axi kills the pause coroutine but
+    leaves ``pause`` at its last value, so an output whose last pause draw was True (97 % of
+    the cycles at the highest busy level) would stay back-pressured for good."""
+    for s in env.sink.values():
+        s.clear_pause_generator()
+        s.pause = False
     waited = 0
     while not all(s.idle() for s in env.src.values()) and waited < limit:
         await ClockCycles(env.dut.clk, 100)
         waited += 100
     last, still = None, 0
-    while still < idle_cycles and waited < limit:
+    while waited < limit:
         now = tuple(s.count() for s in env.sink.values())
         still = still + 100 if now == last else 0
         last = now
+        if still >= idle_cycles:
+            left = [await env.csr.counter_read(f"out{q}.pkts") for q in env.sink]
+            if list(now) == left:
+                return waited, True
+            still = 0
         await ClockCycles(env.dut.clk, 100)
         waited += 100
+    return waited, False
 
 
 @cocotb.test()
@@ -374,9 +390,7 @@ async def test_soak(dut):
             await ClockCycles(dut.clk, gap)
     cycles = env.cycle - start_cycle
     # drain: no more back-pressure, then collect what arrived, in order
-    for s in env.sink.values():
-        s.clear_pause_generator()
-    await _quiesce(env)
+    drain_cycles, drained = await _quiesce(env)
     for q, s in env.sink.items():
         while not s.empty():
             f = s.recv_nowait()
@@ -387,6 +401,8 @@ async def test_soak(dut):
     model = env.model.counters()
     report = soak.sb.check(hw, model)
     bad = list(report["mismatches"])
+    if not drained:
+        bad.append(f"outputs not drained after {drain_cycles} cycles without back-pressure")
     # every other counter the model keeps, and no input buffer drop (the model has none)
     for n in sorted(model):
         if n in hw and not (n.startswith("out") and n.split(".")[1] in ("pkts", "bytes")):
@@ -415,7 +431,7 @@ async def test_soak(dut):
         bad.append(f"TX completions: {e}")
     figures = {
         "seed": SEED, "slots": SLOTS, "output_busy_per_phase": busy_history, "slot_kinds": kinds, "load": LOAD,
-        "traffic_cycles": cycles, "frames_in": soak.frames_in,
+        "traffic_cycles": cycles, "drain_cycles": drain_cycles, "frames_in": soak.frames_in,
         "frames_in_total": sum(soak.frames_in.values()),
         "recirculated_passes": model.get(f"in{2 * P}.pkts", 0),
         "outputs": {f"out{q}": r for q, r in report["outputs"].items()},
