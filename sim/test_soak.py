@@ -3,9 +3,11 @@ output, mixed traffic (multicast, recirculation, NetClone, NetRS), drops matched
 counters by a drop-aware in-order scoreboard. Same Verilator build as ``sim/test_core.py``.
 The figures land in ``build/sim/core/test_soak/soak.json``.
 
-Opt-in (``NETSTOR_SOAK=1``) until it has passed on the RTL: it was written while the core was
-being rebuilt by every engineer at once and has not completed a run yet (see the commit and
-the issue's report)."""
+Opt-in (``NETSTOR_SOAK=1``) for its run time: the default 120 slots (seed 1) pass with 0
+mismatches (2,284 frames in, 1,988 out, 48 counted drops on wire TX 0/1) in ~6 min of
+simulation (7 min with pytest, on a loaded 2-core machine), over the ~3 min a default test may
+take. Fewer slots (``NETSTOR_SOAK_SLOTS``) run faster but may drop nothing, which the test
+rejects (24 slots of seed 1: no drop)."""
 import json
 import os
 from pathlib import Path
@@ -19,7 +21,7 @@ from netstor.sim.core_build import run_core
 @pytest.mark.xdist_group("core")
 def test_soak():
     if os.environ.get("NETSTOR_SOAK") != "1":
-        pytest.skip("not yet validated on the RTL (NETSTOR_SOAK=1 runs it)")
+        pytest.skip("long run, opt-in (NETSTOR_SOAK=1 runs it)")
     results = run_core("cocotb_soak", "test_soak")
     figures = json.loads((Path(results).parent / "soak.json").read_text())
     print(json.dumps({k: figures[k] for k in ("frames_in_total", "frames_out_total",
