@@ -274,6 +274,11 @@ HOST_CONFIG = {
 }
 
 
+#: programs whose tables test_host_api reads back whole (the configured ones: NetRS's
+#: 1,024-entry tables would cost ~100k simulated cycles of AXI-Lite reads)
+DUMPED = ("l3", "prim")
+
+
 @cocotb.test()
 async def test_host_api(dut):
     """The synchronous host API (netstor.api.Device, the code the CLI and the controller run)
@@ -293,14 +298,16 @@ async def test_host_api(dut):
         routes = dev.table("l3.routes")
         routes.add("10.2.0.0/16", "route", port=0, dmac=3, smac=4)
         routes.delete("10.3.0.0/16")
-        dumps = {t: dev.table(t).dump() for t in dev.table_names}
+        dumps = {t: dev.table(t).dump() for t in dev.table_names if t.split(".")[0] in DUMPED}
         return dumps, dev.mcast_dump(), dev.bank("prim.cells").read(3), dev.registers()
 
     dumps, groups, cell, regs = await bridge(host_code)()
     routes = model_dev.table("l3.routes")
     routes.add("10.2.0.0/16", "route", port=0, dmac=3, smac=4)
     routes.delete("10.3.0.0/16")
-    assert dumps == {t: model_dev.table(t).dump() for t in model_dev.table_names}
+    assert dumps == {t: model_dev.table(t).dump() for t in model_dev.table_names
+                     if t.split(".")[0] in DUMPED}
+    assert "l3.routes" in dumps and "prim.trust" in dumps
     assert groups == model_dev.mcast_dump() == {2: [(0, 1), (1, 2)]}
     assert cell == 77 and regs == model_dev.registers()
     rng = env.rng
