@@ -4,6 +4,8 @@ nothing to cut, non-IPv4 frames, 1..N beats, back to back and with gaps between 
 
 import random
 
+import pytest
+
 from amaranth.sim import Simulator
 from scapy.all import Ether, Dot1Q, IP, UDP, Raw, IPOption
 
@@ -34,7 +36,7 @@ def frames(rng, n):
         u = UDP(sport=rng.randrange(65536), dport=dport)
         if rng.random() < 0.15:
             u.chksum = 0
-        plen = rng.choice([0, 4, 24, 30, 40, 60, 100, 200, 1000, rng.randrange(1400)])
+        plen = rng.choice([0, 4, 24, 30, 32, 40, 42, 44, 60, 100, 200, 1000, rng.randrange(1400)])
         pkt = l2 / IP(**kw) / u / Raw(bytes(rng.randrange(256) for _ in range(plen)))
         f = bytes(pkt)
         if rng.random() < 0.2:
@@ -43,18 +45,21 @@ def frames(rng, n):
     return out
 
 
-def test_truncator_against_model():
+@pytest.mark.parametrize("app", sorted({APP_BYTES, 32, 42}))
+def test_truncator_against_model(app):
+    """The window the language declares (APP_BYTES) and both widths issue 12 names (32 bytes
+    before the app window grew, 42 = a 16-byte key plus NetRS's 26-byte header)."""
     assert APP == APP_BYTES
     rng = random.Random(5)
     model = DataplaneModel(default_pipeline())
-    dut = Truncator(user_width=3)
+    dut = Truncator(user_width=3, app_bytes=app)
     pkts = []
     for f in frames(rng, 220):
         phv = model.parse(f, 0)
         info = dict(trunc=int(rng.random() < 0.7), vlan=phv["meta.vlan_valid"],
                     ipv4=phv["meta.ipv4_valid"], udp=phv["meta.udp_valid"],
                     ihl=phv["ipv4.ver_ihl"] & 15, app=int(phv["meta.hdr_type"] != 0))
-        exp = truncate_frame(f, phv) if info["trunc"] else f
+        exp = truncate_frame(f, phv, app) if info["trunc"] else f
         pkts.append((f, info, exp, rng.randrange(8)))
     got, cur, cuts = [], bytearray(), 0
 

@@ -6,8 +6,8 @@ packet (``netstor.model.replication.truncate_frame`` is the reference).
 header facts come on ``info`` with its first beat (from the copy's PHV: ``trunc``,
 ``vlan``, ``ipv4`` (valid IPv4), ``udp`` (valid UDP), ``ihl``, ``app`` (a program's packet:
 its ``APP_BYTES`` app window is a header)). With ``trunc`` and ``ipv4``, the header end is
-``e = u + 8 + (32 if app)`` for UDP (``u = l3 + 4 ihl``), ``u`` otherwise; when
-``e < l3 + total_len`` the copy leaves with its first ``e`` bytes (at most 118: one or two
+``e = u + 8 + (APP_BYTES if app)`` for UDP (``u = l3 + 4 ihl``), ``u`` otherwise; when
+``e < l3 + total_len`` the copy leaves with its first ``e`` bytes (at most 86 + APP_BYTES <= 128: one or two
 beats, ``keep``/``last``/``len`` set, later beats removed), the IPv4 total length ``e - l3``
 and header checksum (incremental, RFC 1624, which equals the recomputed one for a header
 with a correct checksum), the UDP length ``e - u`` and, unless it was 0, the UDP checksum
@@ -26,12 +26,14 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from netstor.lang.phv import APP_BYTES
+
 from .axis import flow_signature, pkt_layout
 
 __all__ = ["Truncator", "TRUNC_LATENCY", "trunc_info_layout"]
 
 TRUNC_LATENCY = 7
-APP = 32                        # netstor.lang.APP_BYTES (checked by the test)
+APP = APP_BYTES                 # the app window (netstor.lang), the default of ``app_bytes``
 #: the UDP header offsets u = l3 + 4 ihl a valid IPv4 header allows (l3 14 or 18, ihl 5..15)
 U_VALUES = sorted({l3 + 4 * ihl for l3 in (14, 18) for ihl in range(5, 16)})
 
@@ -54,9 +56,14 @@ class Truncator(wiring.Component):
     ``info`` (:func:`trunc_info_layout`, sampled with each packet's first beat), ``o`` (flow,
     same layout, :data:`TRUNC_LATENCY` cycles later)."""
 
-    def __init__(self, *, data_width=512, user_width=1):
+    def __init__(self, *, data_width=512, user_width=1, app_bytes=APP):
         if data_width != 512:
             raise ValueError("the truncation window is two 512-bit beats")
+        # the largest header end: VLAN (18) + IPv4 with options (60) + UDP (8) + app window
+        if 18 + 60 + 8 + app_bytes > 128 or app_bytes % 2 or app_bytes <= 0:
+            raise ValueError(f"the app window ({app_bytes} bytes) must be whole 16-bit words "
+                             "and end within the two-beat window")
+        self.app = app_bytes
         self.dw, self.uw = data_width, user_width
         layout = pkt_layout(data_width, user_width)
         super().__init__({"i": In(flow_signature(layout)), "info": In(trunc_info_layout()),
@@ -66,6 +73,11 @@ class Truncator(wiring.Component):
         m = Module()
         layout = pkt_layout(self.dw, self.uw)
         D = TRUNC_LATENCY - 1                    # beat stages before the output register
+        APP = self.app
+        END_BITS = (18 + 60 + 8 + APP).bit_length()
+        # app words summed pairwise (S2), then in groups of four (S3)
+        _APP_PAIRS = (APP // 2 + 1) // 2
+        _APP_QUADS = (_APP_PAIRS + 3) // 4
 
         # ---- beat index at the input, beats delayed -----------------------------------------
         in_pkt = Signal()
@@ -103,7 +115,7 @@ class Truncator(wiring.Component):
         s1_l3 = Signal(5, reset_less=True)
         s1_u = Signal(7, reset_less=True)
         s1_uoh = Signal(len(U_VALUES), reset_less=True)
-        s1_end = Signal(7, reset_less=True)
+        s1_end = Signal(END_BITS, reset_less=True)
         s1_udp = Signal(reset_less=True)
         inf = info0
         l3 = Mux(inf.vlan, 18, 14)
@@ -142,14 +154,15 @@ class Truncator(wiring.Component):
         s2_udp = Signal(reset_less=True)
         s2_iplen = Signal(16, reset_less=True)
         s2_ulen = Signal(16, reset_less=True)
-        s2_end, s2_l3, s2_u = (Signal(7, reset_less=True), Signal(5, reset_less=True),
+        s2_end, s2_l3, s2_u = (Signal(END_BITS, reset_less=True), Signal(5, reset_less=True),
                                Signal(7, reset_less=True))
         s2_uoh = Signal(len(U_VALUES), reset_less=True)
         s2_ipc, s2_tot = Signal(16, reset_less=True), Signal(16, reset_less=True)
         s2_h = [Signal(17, reset_less=True, name=f"s2_h{k}") for k in range(3)]
         app_words = [Cat(s1_app[8 * (2 * k + 1):8 * (2 * k + 2)], s1_app[16 * k:16 * k + 8])
                      for k in range(APP // 2)]
-        s2_a = [Signal(17, reset_less=True, name=f"s2_a{k}") for k in range(APP // 4)]
+        app_words += [Const(0, 16)] * (2 * _APP_PAIRS - len(app_words))
+        s2_a = [Signal(17, reset_less=True, name=f"s2_a{k}") for k in range(_APP_PAIRS)]
         m.d.sync += [s2.eq(s1),
                      s2_cut.eq(s1_cutok & ((s1_end - s1_l3) < s1_tot)),
                      s2_keepcs.eq(s1_ucs == 0), s2_udp.eq(s1_udp),
@@ -160,7 +173,7 @@ class Truncator(wiring.Component):
                      s2_h[2].eq(s1_sport + s1_dport)]
         with m.If(s1_udp & (s1_end - s1_u > 8)):   # a program's packet: the app words count
             m.d.sync += [s2_a[k].eq(app_words[2 * k] + app_words[2 * k + 1])
-                         for k in range(APP // 4)]
+                         for k in range(_APP_PAIRS)]
         with m.Else():
             m.d.sync += [a.eq(0) for a in s2_a]
 
@@ -168,24 +181,28 @@ class Truncator(wiring.Component):
         s3 = Signal()
         keep3 = [Signal.like(x, name=f"s3_{x.name}") for x in
                  (s2_cut, s2_keepcs, s2_udp, s2_iplen, s2_ulen, s2_end, s2_l3, s2_u, s2_uoh)]
-        s3_a = [Signal(19, reset_less=True, name=f"s3_a{k}") for k in range(2)]
+        s3_a = [Signal(19, reset_less=True, name=f"s3_a{k}") for k in range(_APP_QUADS)]
         s3_h = Signal(20, reset_less=True)
         s3_ip = Signal(18, reset_less=True)
         m.d.sync += [s3.eq(s2)] + [d.eq(s) for d, s in zip(keep3, (
             s2_cut, s2_keepcs, s2_udp, s2_iplen, s2_ulen, s2_end, s2_l3, s2_u, s2_uoh))]
-        m.d.sync += [s3_a[0].eq((s2_a[0] + s2_a[1]) + (s2_a[2] + s2_a[3])),
-                     s3_a[1].eq((s2_a[4] + s2_a[5]) + (s2_a[6] + s2_a[7])),
-                     s3_h.eq((s2_h[0] + s2_h[1]) + (s2_h[2] + 17 + 2 * s2_ulen)),
+        a4 = s2_a + [Const(0, 17)] * (4 * _APP_QUADS - len(s2_a))
+        m.d.sync += [s3_a[k].eq((a4[4 * k] + a4[4 * k + 1]) + (a4[4 * k + 2] + a4[4 * k + 3]))
+                     for k in range(_APP_QUADS)]
+        m.d.sync += [s3_h.eq((s2_h[0] + s2_h[1]) + (s2_h[2] + 17 + 2 * s2_ulen)),
                      s3_ip.eq((~s2_ipc)[:16] + (~s2_tot)[:16] + s2_iplen)]
         cut3, keepcs3, udp3, iplen3, ulen3, end3, l33, u3, uoh3 = keep3
 
         # ---- S4: total sums, first folds ------------------------------------------------------
         s4 = Signal()
         keep4 = [Signal.like(x, name=f"s4_{x.name}") for x in keep3]
-        s4_s = Signal(21, reset_less=True)
+        s4_s = Signal(23, reset_less=True)
         s4_ip = Signal(17, reset_less=True)
         m.d.sync += [s4.eq(s3)] + [d.eq(s) for d, s in zip(keep4, keep3)]
-        m.d.sync += [s4_s.eq(s3_a[0] + s3_a[1] + s3_h),
+        s3_sum = s3_h
+        for a in s3_a:                           # 2 or 3 adders (APP_BYTES <= 42)
+            s3_sum = s3_sum + a
+        m.d.sync += [s4_s.eq(s3_sum),
                      s4_ip.eq(s3_ip[:16] + s3_ip[16:])]
         cut4, keepcs4, udp4, iplen4, ulen4, end4, l34, u4, uoh4 = keep4
 
@@ -205,7 +222,7 @@ class Truncator(wiring.Component):
         s5_keep0 = Signal(64, reset_less=True)
         s5_keep1 = Signal(64, reset_less=True)
         s5_one = Signal(reset_less=True)         # the header-only copy is one beat
-        s5_end = Signal(7, reset_less=True)
+        s5_end = Signal(END_BITS, reset_less=True)
         m.d.sync += [s5.eq(s4), s5_cut.eq(cut4), s5_end.eq(end4), s5_one.eq(end4 <= 64)]
         m.d.sync += [s5_keep0[b].eq(end4 > b) for b in range(64)]
         m.d.sync += [s5_keep1[b].eq(end4 > 64 + b) for b in range(64)]
@@ -238,7 +255,7 @@ class Truncator(wiring.Component):
         cur_keep1 = Signal(64, reset_less=True)
         cur_patch1 = Signal(64 * 8, reset_less=True)
         cur_pmask1 = Signal(64, reset_less=True)
-        cur_end = Signal(7, reset_less=True)
+        cur_end = Signal(END_BITS, reset_less=True)
 
         # ---- output stage: patch beat 0 / beat 1 of a cut copy, drop its later beats -------
         b = beats[D - 1]

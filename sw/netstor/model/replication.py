@@ -84,21 +84,22 @@ def _sum16(data: bytes) -> int:
     return s
 
 
-def header_end(frame: bytes, phv) -> int | None:
-    """Offset where the headers the deparser writes end, or None (not valid IPv4)."""
+def header_end(frame: bytes, phv, app_bytes=APP_BYTES) -> int | None:
+    """Offset where the headers the deparser writes end, or None (not valid IPv4).
+    ``app_bytes``: the app window (``APP_BYTES``; another width only for block tests)."""
     if not phv["meta.ipv4_valid"]:
         return None
     l3 = 18 if phv["meta.vlan_valid"] else 14
     u = l3 + 4 * (phv["ipv4.ver_ihl"] & 15)
     if not phv["meta.udp_valid"]:
         return u
-    return u + 8 + (APP_BYTES if phv["meta.hdr_type"] else 0)
+    return u + 8 + (app_bytes if phv["meta.hdr_type"] else 0)
 
 
-def truncate_frame(frame: bytes, phv) -> bytes:
+def truncate_frame(frame: bytes, phv, app_bytes=APP_BYTES) -> bytes:
     """``frame`` (a deparsed copy; ``phv`` its PHV) as the header-only packet of the module
     docstring. Lengths and checksums are recomputed from scratch (not incrementally)."""
-    end = header_end(frame, phv)
+    end = header_end(frame, phv, app_bytes)
     if end is None:
         return bytes(frame)
     l3 = 18 if phv["meta.vlan_valid"] else 14
