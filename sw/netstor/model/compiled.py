@@ -33,6 +33,7 @@ from netstor.lang.phv import HEADER_FIELDS, META_FIELDS
 from netstor.lang.element import Element
 from netstor.lang.expr import Expr, Field, Old, _is_true
 
+from .replication import group_copies, truncate_frame
 from .dataplane import (DataplaneModel, Output, MAX_FRAME, MIN_FRAME, ETH_P_8021Q, ETH_P_IPV4,
                         IPPROTO_UDP, _ERR_CODE, _Env, _mask)
 
@@ -337,8 +338,8 @@ class CompiledModel(DataplaneModel):
     """:class:`DataplaneModel` with its pass generated and compiled (see the module doc).
     ``model.source`` is the generated Python."""
 
-    def __init__(self, pipeline):
-        super().__init__(pipeline)
+    def __init__(self, pipeline, *, groups="bitmap"):
+        super().__init__(pipeline, groups=groups)
         self._compile()
 
     def _compile(self):
@@ -369,6 +370,12 @@ class CompiledModel(DataplaneModel):
     def mem_write(self, name, addr, word):
         super().mem_write(name, addr, word)
         self._mems[name].changed()
+
+
+def _truncate(data, ipv4_valid, vlan_valid, ver_ihl, udp_valid, hdr_type):
+    return truncate_frame(data, {"meta.ipv4_valid": ipv4_valid, "meta.vlan_valid": vlan_valid,
+                                 "ipv4.ver_ihl": ver_ihl, "meta.udp_valid": udp_valid,
+                                 "meta.hdr_type": hdr_type})
 
 
 class _Generator(Codegen):
@@ -402,8 +409,13 @@ class _Generator(Codegen):
             "PACK_B": struct.Struct(">B").pack_into, "PACK_H": struct.Struct(">H").pack_into,
             "PACK_I": struct.Struct(">I").pack_into, "PACK_HI": struct.Struct(">HI").pack_into,
             "PACK_QI": struct.Struct(">QI").pack_into,
-            "W_MCAST": m._mem("tm.mcast").words,
         })
+        if m.groups == "list":
+            ns.update({"W_GROUPS": m._mem("tm.groups").words, "GROUP_COPIES": group_copies})
+        else:
+            ns["W_MCAST"] = m._mem("tm.mcast").words
+        if "meta.truncate" in pl.phv.fields:
+            ns["TRUNCATE"] = _truncate
         self._used.update(k for k in ns)
         writes_i = {self.container(n) for e in pl.elements for n in pl.writes(e)}
         writes_e = {self.container(n) for e in pl.egress_elements for n in pl.writes(e)}
@@ -642,20 +654,10 @@ class _Generator(Codegen):
         with self.block(f"elif {N['meta.recirc']}:"):
             self._recirc()
         with self.block("else:"):
-            g = N["meta.mcast_group"]
-            with self.block(f"if {g}:"):
-                with self.block(f"if {g} < {pl.mcast_groups}:"):
-                    self.emit(f"_mw = W_MCAST[{g}]")
-                    self.emit(f"_ports = _mw & {hex(_mask(2 * P))}")
-                with self.block("else:"):
-                    self.emit("_mw = _ports = 0")
-                with self.block("if _ports == 0:"):
-                    self.emit("C['tm.mcast_empty'] += 1")
-                with self.block("else:"):
-                    with self.block(f"for _cq in range({2 * P}):"):
-                        with self.block("if _ports >> _cq & 1:"):
-                            self.emit(f"_crid = (_mw >> ({2 * P} + 16 * _cq)) & 0xFFFF")
-                            self._copy(writes_e)
+            if self.model.groups == "list":
+                self._tm_list(writes_e)
+            else:
+                self._tm_bitmap(writes_e)
             with self.block(f"elif {N['meta.egress_port']} >= {2 * P}:"):
                 self.emit("C['tm.bad_port'] += 1")
             with self.block("else:"):
@@ -666,6 +668,51 @@ class _Generator(Codegen):
             with self.block(f"if {N['meta.clone']}:"):
                 self._recirc()
         self.emit("return outputs")
+
+    def _tm_bitmap(self, writes_e):
+        """Port bitmap groups: one copy per set bit, in increasing port order."""
+        pl, N = self.pipeline, self.names
+        P, g = pl.n_ports, N["meta.mcast_group"]
+        with self.block(f"if {g}:"):
+            with self.block(f"if {g} < {pl.mcast_groups}:"):
+                self.emit(f"_mw = W_MCAST[{g}]")
+                self.emit(f"_ports = _mw & {hex(_mask(2 * P))}")
+            with self.block("else:"):
+                self.emit("_mw = _ports = 0")
+            with self.block("if _ports == 0:"):
+                self.emit("C['tm.mcast_empty'] += 1")
+            with self.block("else:"):
+                with self.block(f"for _cq in range({2 * P}):"):
+                    with self.block("if _ports >> _cq & 1:"):
+                        self.emit(f"_crid = (_mw >> ({2 * P} + 16 * _cq)) & 0xFFFF")
+                        self._copy(writes_e)
+
+    def _tm_list(self, writes_e):
+        """Copy lists (:mod:`.replication`): the group's copies in list order, a port may
+        appear any number of times; copies to a port that is not an output are counted."""
+        pl, N = self.pipeline, self.names
+        g = N["meta.mcast_group"]
+        with self.block(f"if {g}:"):
+            with self.block(f"if {g} < {pl.mcast_groups}:"):
+                self.emit(f"_made, _bad = GROUP_COPIES(W_GROUPS[{g}], {2 * pl.n_ports})")
+            with self.block("else:"):
+                self.emit("_made, _bad = (), 0")
+            with self.block("if not _made and not _bad:"):
+                self.emit("C['tm.mcast_empty'] += 1")
+            with self.block("if _bad:"):
+                self.emit("C['tm.bad_port'] += _bad")
+            with self.block("for _cq, _crid in _made:"):
+                self._copy(writes_e)
+
+    def _truncate(self):
+        """A copy whose ``meta.truncate`` is set leaves header-only (the PHV in
+        ``self.names``: the copy's, after the egress elements)."""
+        N = self.names
+        if "meta.truncate" not in self.pipeline.phv.fields:
+            return
+        with self.block(f"if {N['meta.truncate']}:"):
+            self.emit(f"_data = TRUNCATE(_data, {N['meta.ipv4_valid']}, {N['meta.vlan_valid']}, "
+                      f"{N['ipv4.ver_ihl']}, {N['meta.udp_valid']}, {N['meta.hdr_type']})")
 
     def _copy(self, writes_e):
         """One copy ``(_cq, _crid)``: egress elements, deparse (shared by the copies no egress
@@ -681,12 +728,17 @@ class _Generator(Codegen):
                 self._egress(writes_e)
             with self.block("else:"):
                 self._shared_deparse()
+                self._truncate()
         elif pl.egress_elements:
             self._egress(writes_e)
         else:
             self._shared_deparse()
+            self._truncate()
         self.emit("C[K_OPKTS[_cq]] += 1")
-        self.emit("C[K_OBYTES[_cq]] += L")
+        if "meta.truncate" in pl.phv.fields:
+            self.emit("C[K_OBYTES[_cq]] += len(_data)")
+        else:
+            self.emit("C[K_OBYTES[_cq]] += L")
         # wire TX: the host TX tuser when the packet came from host TX; host RX: the wire
         # RX tuser (error bit 0) when it came from wire RX; else 0
         self.emit(f"outputs.append(Output(_cq, _data, (user if {P} <= inp < {2 * P} else 0)"
@@ -716,6 +768,9 @@ class _Generator(Codegen):
         self.names = saved
         with self.block("else:"):
             self._shared_deparse()
+        self.names = names
+        self._truncate()
+        self.names = saved
 
     def _recirc(self):
         pl, N = self.pipeline, self.names

@@ -34,6 +34,7 @@ from netstor.lang import Action, Element, F, Pipeline, Program, Set, Mux, Cat, C
 from netstor.lang.expr import Expr, _BinOp, _CmpOp
 from netstor.model import DataplaneModel, MAX_FRAME
 from netstor.model.compiled import CompiledModel, Codegen
+from netstor.model.replication import encode_group
 from netstor.programs import default_pipeline
 from netstor.programs.primitives import (PRIM_UDP_PORT, OP_FORWARD, OP_CAS, OP_MAX, OP_MCAST,
                                          OP_RECIRC, OP_CLONE)
@@ -54,21 +55,27 @@ class Mismatch(AssertionError):
 class Pair:
     """The interpreter and the compiled model of one pipeline, fed the same operations."""
 
-    def __init__(self, pipeline, compiled=CompiledModel):
-        self.ref = DataplaneModel(pipeline)
-        self.dut = compiled(pipeline)
+    def __init__(self, pipeline, compiled=CompiledModel, groups="bitmap"):
+        self.ref = DataplaneModel(pipeline, groups=groups)
+        self.dut = compiled(pipeline, groups=groups)
         self.models = (self.ref, self.dut)
         self.packets = 0
         self.outputs = 0
+        self.multi_same_port = 0          # outputs of one packet that name a port twice
         self.totals = collections.Counter()      # the counters, summed across a reset
         self.last = None
 
     def process(self, frame, port, user=0, arrival=0):
         self.packets += 1
         self.last = (frame, port, user, arrival)
+        rc = f"in{self.ref.pipeline.recirc_input}.pkts"
+        passes = self.ref.counter(rc)
         a = self.ref.process(frame, port, user=user, arrival=arrival)
         b = self.dut.process(frame, port, user=user, arrival=arrival)
         self._same(a, b)
+        ports = [o.port for o in a]
+        if self.ref.counter(rc) == passes and len(set(ports)) < len(ports):
+            self.multi_same_port += 1    # one pass, two copies on one port: a copy list
         return a
 
     def run_deferred(self):
@@ -362,6 +369,23 @@ class Traffic:
                 b[r.randrange(lo, hi)] = r.getrandbits(8)
         return fix_ip_checksum(b, l3), port
 
+    def mcast(self, group, members):
+        """Multicast group ``group`` with ``members`` (``[(port, rid)]``, one per port): the
+        bitmap as written; a copy list (``groups="list"``) gets them in a random order, some
+        listed again (replicas behind one port) and, sometimes, a copy to a port that is not
+        an output (not made, counted)."""
+        if self.pair.ref.groups != "list":
+            self.pair.writes(self.tw.mcast_set(group, members))
+            return
+        r = self.rng
+        copies = list(members) + [r.choice(members) for _ in range(r.randrange(4))
+                                  if members]
+        r.shuffle(copies)
+        for _ in range(r.choice([0, 0, 0, 1, 2]) if copies else 0):
+            copies.insert(r.randrange(len(copies) + 1), (r.randrange(2 * self.pl.n_ports, 16),
+                                                         r.getrandbits(16)))
+        self.pair.write("tm.groups", group, encode_group(copies[:16]))
+
     def observe(self, frame, port, outs):
         """See what the data plane sent (state-building sequences answer it)."""
 
@@ -417,9 +441,9 @@ class Prim(Traffic):
         w(tw.exact_add("prim.ops", [OP_MCAST], "multicast", {"group": r.choice([1, 2, 3, 20])}))
         w(tw.exact_add("prim.ops", [OP_RECIRC], "recirculate", {"port": r.randrange(4)}))
         w(tw.exact_add("prim.ops", [OP_CLONE], "clone", {"port": r.randrange(4)}))
-        w(tw.mcast_set(1, [(0, 10), (2, 11), (3, 12)]))
-        w(tw.mcast_set(2, [(1, 11)]))
-        w(tw.mcast_set(3, []))
+        self.mcast(1, [(0, 10), (2, 11), (3, 12)])
+        self.mcast(2, [(1, 11)])
+        self.mcast(3, [])
         w(tw.exact_add("prim.copy_tag", [10], "tag_copy", {"tag": 0xAAAA}))
         w(tw.exact_add("prim.copy_tag", [11], "tag_copy", {"tag": 0xBBBB}))
         a = int.from_bytes(ip4("192.0.2.0"), "big")
@@ -748,7 +772,7 @@ class Edge(Traffic):
         w(tw.ternary_add("edge.tern", [0x0], [0x0], "mark", {"v": 0x44}, priority=3))
         for g in range(1, 8):
             members = [(q, r.randrange(10)) for q in range(6) if r.random() < 0.5]
-            w(tw.mcast_set(g, members))
+            self.mcast(g, members)
         for rid in range(8):
             w(tw.exact_add("edge.etag", [rid], "tag", {"t": r.getrandbits(16)}))
 
@@ -774,12 +798,14 @@ def make_traffic(name, rng):
 
 
 # ---- the run ------------------------------------------------------------------------------------
-def compare(program, n, seed=1, compiled=CompiledModel, checkpoints=CHECKPOINTS):
-    """Run ``n`` operations' worth of frames of ``program``'s traffic through both models;
-    raises :class:`Mismatch` at the first difference. Returns the pair (its counts)."""
-    rng = random.Random(f"{program}-{seed}")
+def compare(program, n, seed=1, compiled=CompiledModel, checkpoints=CHECKPOINTS,
+            groups="bitmap"):
+    """Run ``n`` operations' worth of frames of ``program``'s traffic through both models
+    (multicast ``groups``: "bitmap" or "list"); raises :class:`Mismatch` at the first
+    difference. Returns the pair (its counts)."""
+    rng = random.Random(f"{program}-{seed}" + ("" if groups == "bitmap" else f"-{groups}"))
     traffic = make_traffic(program, rng)
-    pair = Pair(traffic.pipeline(), compiled)
+    pair = Pair(traffic.pipeline(), compiled, groups)
     traffic.setup(pair)
     P = pair.ref.P
     every = max(1, n // checkpoints)
@@ -857,6 +883,22 @@ def test_compiled_equals_interpreter(program, record_property):
 
 
 RECIRCULATES = {"prim", "nc", "rs", "edge"}
+
+
+@pytest.mark.parametrize("program", ["prim", "edge"])
+def test_compiled_equals_interpreter_copy_lists(program):
+    """Copy-list multicast (the replication engine's ``tm.groups``): lists in any order, a
+    port listed several times, copies to ports that are not outputs, random group words
+    written by the host, each copy through the egress elements."""
+    n = max(1, N_PACKETS // 10)
+    pair = compare(program, n, groups="list")
+    c = pair.totals
+    assert pair.packets == n and pair.outputs > n // 4
+    assert "tm.groups" in pair.ref.memory_names and "tm.mcast" not in pair.ref.memory_names
+    # multicast really ran: a group listed a port that is not an output, and the packets
+    # sent more copies than a port bitmap could (more than one per port)
+    assert c["tm.bad_port"] > 0 and c["tm.mcast_empty"] > 0
+    assert pair.multi_same_port > 0
 
 
 # ---- the comparison can fail ------------------------------------------------------------------
