@@ -34,6 +34,7 @@ from netstor.driver.regs import CsrClient
 from netstor.driver.schema_view import SchemaPipeline
 from netstor.driver.tables import TableWriter, TableFullError
 from netstor.driver.transports import open_device
+from netstor.model.replication import decode_group
 from netstor.paths import NoCheckout, build_dir
 
 __all__ = ["Device", "Table", "Bank", "TableFullError", "parse_uint", "load_schema",
@@ -499,14 +500,34 @@ class Device:
         return len(entries)
 
     # ---- multicast -----------------------------------------------------------------------------
+    @property
+    def mcast_mode(self):
+        """How the device's traffic manager holds multicast groups: ``"list"`` (copy lists in
+        ``tm.groups``, the replication engine: up to 16 ``(port, rid)`` copies in order, any
+        number on one port) or ``"bitmap"`` (``tm.mcast``: at most one copy per port)."""
+        names = {mem["name"] for mem in self.schema["memories"]}
+        return "list" if "tm.groups" in names else "bitmap"
+
     def mcast_set(self, group, members):
-        """Group ``group`` sends one copy to each ``(port, rid)``; ``[]`` empties it."""
-        self._write(self.writer.mcast_set(group, [tuple(m) for m in members]))
+        """Group ``group`` sends one copy to each ``(port, rid)`` of ``members``; ``[]``
+        empties it. Copy lists (:attr:`mcast_mode` ``"list"``): the copies leave in this
+        order, a port may be listed any number of times, at most 16 copies; bitmap: one
+        member per port, copies in increasing port order."""
+        members = [tuple(m) for m in members]
+        if self.mcast_mode == "list":
+            self._write(self.writer.mcast_list_set(group, members))
+        else:
+            self._write(self.writer.mcast_set(group, members))
 
     def mcast_get(self, group):
+        """The group's ``[(port, rid)]``: a copy list in its order (every listed copy, a
+        port that is not an output included: the data plane counts it ``tm.bad_port``), or
+        a bitmap's members in port order."""
         n = self.schema["mcast_groups"]
         if isinstance(group, bool) or not isinstance(group, int) or not 1 <= group < n:
             raise ValueError(f"multicast group {group!r} out of range 1..{n - 1}")
+        if self.mcast_mode == "list":
+            return decode_group(self.client.mem_read("tm.groups", group))
         P2 = 2 * self.pipeline_view.pipeline.n_ports
         word = self.client.mem_read("tm.mcast", group)
         return [(p, (word >> (P2 + 16 * p)) & 0xFFFF) for p in range(P2) if word >> p & 1]

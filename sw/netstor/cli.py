@@ -15,7 +15,7 @@ Commands::
     reg list | get NAME | set NAME VALUE
     bank read B INDEX [COUNT] | write B INDEX VALUE | clear B
     counters [PREFIX] [--watch] [--interval S] [--count N] [--clear]
-    mcast list | get G | set G PORT:RID ... | clear G
+    mcast list | get G | set G PORT:RID ... | clear G   (copy lists: in order, a port may repeat)
     apply CONFIG [--dry-run]               declarative YAML/TOML configuration
     serve-model --control PATH [--config CONFIG]
     controller --config CONFIG [...]       the controller daemon (netstor.controller)
@@ -488,7 +488,8 @@ def _parser():
     p = sub.add_parser("mcast")
     p.add_argument("op", choices=["list", "get", "set", "clear"])
     p.add_argument("group", type=_nonneg, nargs="?")
-    p.add_argument("members", nargs="*")
+    p.add_argument("members", nargs="*", help="PORT:RID copies; on a core with copy lists "
+                   "(tm.groups) they leave in this order and a port may be listed again")
     p = sub.add_parser("apply")
     p.add_argument("config")
     p.add_argument("--dry-run", action="store_true")

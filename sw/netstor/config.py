@@ -21,7 +21,7 @@ the same structure)::
           - {priority: 0, value: [10.0.0.9, 0], mask: [255.255.255.255, 0], action: deny}
     banks:                             # register banks: index -> value
       prim.cells: {0: 5, 3: 7}
-    mcast:                             # group -> [[port, rid], ...]
+    mcast:                             # group -> [[port, rid], ...] (copy lists: in order)
       1: [[0, 1], [1, 2]]
     programs:                          # per program: who may update its register state
       nc:

@@ -370,3 +370,55 @@ def test_documented_configurations_apply(schema):
     for b in blocks:
         d = Device.open("model", schema=schema, model=DataplaneModel(default_pipeline()))
         assert d.apply(yaml.safe_load(b))["writes"] > 0
+
+
+# ---- copy-list multicast (the replication engine's tm.groups) -----------------------------------
+@pytest.fixture(scope="module")
+def list_schema(schema):
+    """The schema of a core whose traffic manager holds copy lists: ``tm.groups`` (325-bit
+    words, :data:`netstor.model.replication.GROUP_BITS`) in place of ``tm.mcast``, and an
+    indirect data window wide enough for one (placed past every other offset)."""
+    import copy
+    from netstor.model.replication import GROUP_BITS
+    s = copy.deepcopy(schema)
+    (mem,) = [m for m in s["memories"] if m["name"] == "tm.mcast"]
+    mem.update(name="tm.groups", entry_width=GROUP_BITS, doc="multicast copy lists")
+    top = max([r["offset"] + 4 * r["words"] for r in s["registers"]] +
+              [c["offset"] + 8 for c in s["counters"]] + s["indirect"]["data"])
+    need = -(-GROUP_BITS // 32) - len(s["indirect"]["data"])
+    s["indirect"]["data"] += [top + 4 * j for j in range(need)]
+    from netstor.driver.regs import schema_hash
+    s["hash"] = schema_hash(s)
+    return s
+
+
+def test_mcast_copy_lists_api_and_config(list_schema, schema, tmp_path):
+    from netstor.model.replication import encode_group
+    from netstor.programs.primitives import OP_MCAST
+    from netstor.model.test_model import prim_frame, trust_everything
+    m = trust_everything(DataplaneModel(default_pipeline(), groups="list"))
+    dev = Device.open("model", schema=list_schema, model=m)
+    assert dev.mcast_mode == "list"
+    assert Device.open("model", schema=schema, model=DataplaneModel(
+        default_pipeline())).mcast_mode == "bitmap"
+    # order kept, a port listed three times, 16 copies at most (the word is the encoder's)
+    copies = [(1, 7), (0, 9), (1, 8), (1, 7)]
+    dev.mcast_set(5, copies)
+    assert m.mem_read("tm.groups", 5) == encode_group(copies)
+    assert dev.mcast_get(5) == copies and dev.mcast_dump() == {5: copies}
+    dev.mcast_set(6, [[3, i] for i in range(16)])
+    assert dev.mcast_get(6) == [(3, i) for i in range(16)]
+    with pytest.raises(ValueError):
+        dev.mcast_set(6, [(3, 0)] * 17)
+    with pytest.raises(ValueError):
+        dev.mcast_set(6, [(4, 0)])                   # not an output of a 2-port core
+    # the data plane sends what the API wrote, in list order
+    dev.table("prim.ops").add(OP_MCAST, "multicast", group=5)
+    assert [o.port for o in m.process(prim_frame(OP_MCAST), 0)] == [1, 0, 1, 1]
+    dev.mcast_set(5, [])
+    assert m.mem_read("tm.groups", 5) == 0 and dev.mcast_dump() == {6: dev.mcast_get(6)}
+    # a configuration file's mcast section writes copy lists too
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("mcast:\n  2: [[1, 1], [1, 2], [0, 3]]\n")
+    assert dev.apply(cfg)["mcast"] == 1
+    assert dev.mcast_get(2) == [(1, 1), (1, 2), (0, 3)]
