@@ -1,7 +1,7 @@
 """Tables at scale, synthesised on their own (Yosys ``synth_xilinx -family xcup``): a
 64K-entry exact table (4-way hash in RAM), a 1K x 32-bit ternary table (the RAM TCAM, with
-5-bit chunks in LUTRAM and with 9-bit chunks in BRAM) and a 16K-prefix LPM table (the same
-TCAM, longest prefix at the lowest address). Writes ``<out_dir>/tables.json``: per table the
+5-bit chunks in LUTRAM and with 9-bit chunks in BRAM) and a 16K-prefix LPM table (32K slots
+in 64 hash banks of 512, one prefix length per bank, :mod:`netstor.gateware.lpm`). Writes ``<out_dir>/tables.json``: per table the
 entries, key bits, LUT, FF, BRAM36 (equivalent), URAM, LUT levels (the longest
 register-to-register path of the mapped netlist) and the latency in cycles.
 
@@ -27,7 +27,8 @@ CASES = {
     "exact_64k": ("exact", 1 << 16, {"ways": 4}),
     "ternary_1k_chunk5": ("ternary", 1024, {"tcam_chunk": 5}),
     "ternary_1k_chunk9": ("ternary", 1024, {"tcam_chunk": 9}),
-    "lpm_16k_chunk9": ("lpm", 1 << 14, {"tcam_chunk": 9}),
+    # 16K prefixes: hash banks (netstor.gateware.lpm), 64 banks x 512 slots
+    "lpm_16k": ("lpm", 1 << 15, {"lpm_banks": 64}),
 }
 
 

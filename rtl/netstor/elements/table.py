@@ -16,6 +16,13 @@ Gateware (match and action separated: the match yields an entry, the action word
   addresses: clear, then set; the action RAM is written between them), so it never stalls a
   lookup and takes ~``4 * 2**tcam_chunk`` cycles; a lookup sees the old entry, no entry or the
   new entry, never a mix (formal/props_table.py).
+* LPM of at least :data:`LPM_HASH_MIN` entries (slots), latency ``3 + tree stages``: hash
+  banks (:class:`netstor.gateware.lpm.LpmHash`): ``lpm_banks`` banks of ``size / lpm_banks``
+  slots in RAM, each serving the prefix length in its run-time register ``<table>.lengths``,
+  probed in parallel, the longest hit wins (a pipelined max tree); the entry word carries its
+  action. The host writes an entry in one cycle (second RAM port), so a lookup sees the entry
+  as it was or as it is after the write. Address = ``bank * depth + slot``, slot =
+  ``lpm_slot(key & prefix mask, bank)`` (an H3 hash per bank; the driver places routes).
 * ternary / LPM of at most :data:`FLOP_ENTRIES` entries (the trust guard's), latency 2: entries
   in flip-flops compared in parallel, the match vector registered, the lowest matching
   address's action runs, registered; a host write lands in one cycle.
@@ -34,12 +41,19 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
 from netstor.gateware.kit import HwEnv, apply_sets, crc_matrix_hw, or_tree, phv_signal
+from netstor.gateware.lpm import LpmHash, lpm_slot, prefix_mask
 from netstor.gateware.tcam import Tcam
 from netstor.lang.element import Element
 from netstor.lang.expr import Cat as ECat, Param, as_expr
 from netstor.lang.program import action_id, hash_crc32
 
-__all__ = ["Table"]
+__all__ = ["Table", "LPM_HASH_MIN", "LPM_BANKS"]
+
+#: LPM tables of at least this many entries use hash banks (:mod:`netstor.gateware.lpm`);
+#: smaller ones the RAM TCAM (or flip-flops at 16 or fewer)
+LPM_HASH_MIN = 512
+#: hash banks of an LPM table unless ``lpm_banks`` says otherwise
+LPM_BANKS = 32
 
 
 def _mask(w):
@@ -60,7 +74,7 @@ class Table(Element):
     is_table = True
 
     def __init__(self, name, *, kind, key, actions, size, default=None, default_params=None,
-                 ways=4, when=None, tcam_chunk=5):
+                 ways=4, when=None, tcam_chunk=5, lpm_banks=None):
         super().__init__(name, when)
         if not 1 <= tcam_chunk <= 12:
             raise ValueError(f"table {name}: tcam_chunk must be 1..12 bits")
@@ -86,13 +100,35 @@ class Table(Element):
             if ways <= 0 or size % ways or (size // ways) & (size // ways - 1):
                 raise ValueError(f"table {name}: exact tables need size = ways * 2**n")
             self.ways = ways
+        elif kind == "lpm" and size >= LPM_HASH_MIN:
+            # hash banks: ``ways`` is the number of banks (each one prefix length at a time)
+            banks = LPM_BANKS if lpm_banks is None else lpm_banks
+            if not 2 <= banks <= 256 or size % banks or (size // banks) & (size // banks - 1) \
+                    or size // banks < 2:
+                raise ValueError(f"table {name}: an LPM table of {LPM_HASH_MIN}+ entries is "
+                                 "hashed: size = lpm_banks * 2**n (n >= 1), 2 <= lpm_banks <= 256")
+            self.ways = banks
         else:
+            if lpm_banks is not None:
+                raise ValueError(f"table {name}: lpm_banks is for LPM tables of "
+                                 f"{LPM_HASH_MIN}+ entries")
             self.ways = 1
         self.size = size
         if default is not None and default not in self.actions:
             raise ValueError(f"table {name}: default action must be one of its actions")
         self.default = default
         self.default_params = dict(default_params or {})
+
+    @property
+    def lpm_hashed(self):
+        """An LPM table in hash banks (:data:`LPM_HASH_MIN` entries or more): addresses are
+        ``bank * depth + slot``; the banks' prefix lengths sit in memory ``<table>.lengths``."""
+        return self.kind == "lpm" and self.ways > 1
+
+    @property
+    def length_bits(self):
+        """Width of a bank's length field (``<table>.lengths`` is ``enable(1) | length``)."""
+        return max(1, self.key_width.bit_length())
 
     @property
     def key_width(self):
@@ -168,7 +204,9 @@ class Table(Element):
                         for a in self.actions],
             "default": self.default.name if self.default else None,
             "hash": ("crc32(seed=way byte, key big-endian) mod depth" if self.kind == "exact"
-                     else None),
+                     else "H3: slot bit j = parity(key & prefix mask(bank length) & "
+                     "M(bank, j)), M = splitmix64(bank * 2**16 + j) mod 2**kw"
+                     if self.lpm_hashed else None),
         }
 
     # ---- golden model ------------------------------------------------------------------------
@@ -182,8 +220,11 @@ class Table(Element):
         if self.default is not None:
             reset = self.action_id(self.default.name) | (
                 self.default.pack_params(self.default_params) << self.action_bits)
-        return [(self.qualname, self.size, self.entry_width, 0),
+        mems = [(self.qualname, self.size, self.entry_width, 0),
                 (f"{self.qualname}.default", 1, self.action_bits + self.param_width, reset)]
+        if self.lpm_hashed:
+            mems.append((f"{self.qualname}.lengths", self.ways, 1 + self.length_bits, 0))
+        return mems
 
     def model_counters(self):
         return [f"{self.qualname}.hit", f"{self.qualname}.miss"]
@@ -218,6 +259,8 @@ def _lookup(model, t, phv, env):
             if w & 1 and (w >> 1) & _mask(kw) == key:
                 entry = w >> (1 + kw)
                 break
+    elif t.lpm_hashed:
+        entry = _lpm_probe(t, mem.words, model.memory(f"{t.qualname}.lengths").words, key)
     else:
         for w in mem.words:
             if not w & 1:
@@ -240,6 +283,28 @@ def _lookup(model, t, phv, env):
     writes = [(s.field.name, s.value.eval(env)) for s in action.sets]
     env.params = {}
     model.assign(phv, writes)
+
+
+def _lpm_probe(t, words, lengths, key):
+    """Hashed LPM (spec): every enabled bank ``b`` of length ``L`` holds at most one
+    candidate, the word at its slot ``lpm_slot(key & pm(L), b)``; it hits
+    when valid, its mask is ``pm(L)`` and ``key & pm(L) == value & pm(L)``. The hit of the
+    longest length wins, the lowest bank on a tie. Returns the entry part or None."""
+    kw, depth, lb = t.key_width, t.depth, t.length_bits
+    km = _mask(kw)
+    best, best_len = None, -1
+    for b in range(t.ways):
+        lw = lengths[b]
+        if not lw & 1:
+            continue
+        length = (lw >> 1) & _mask(lb)
+        if length <= best_len:
+            continue
+        pm = prefix_mask(length, kw)
+        w = words[b * depth + lpm_slot(key & pm, b, kw, depth)]
+        if w & 1 and (w >> (1 + kw)) & km == pm and ((w >> 1) ^ key) & pm == 0:
+            best, best_len = w >> (1 + 2 * kw), length
+    return best
 
 
 #: keys a compiled table remembers (slots of an exact table, results of a ternary/LPM one)
@@ -323,6 +388,13 @@ def _compile(cg, t):
                 else:
                     cg.emit(f"{ent} = None")
         probe(0)
+    elif t.lpm_hashed:
+        words_l, lens_l = (cg.model.memory(t.qualname).words,
+                           cg.model.memory(f"{t.qualname}.lengths").words)
+
+        def probe(k):
+            return _lpm_probe(t, words_l, lens_l, k)
+        cg.emit(f"{ent} = {cg.const(probe, 'probe_' + t.qualname)}({key})")
     else:
         cache, scan, invalidate = _scanner(t, cg.model.memory(t.qualname).words)
         cg.on_write(t.qualname, invalidate)
@@ -428,6 +500,9 @@ def _build(m, e, pipeline, valid_in, phv_in, csr, prefix):
     if e.kind == "exact":
         return _build_exact(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when,
                             d_action, d_params)
+    if e.lpm_hashed:
+        return _build_lpm_hash(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when,
+                               d_action, d_params)
     if e.size <= FLOP_ENTRIES:
         return _build_ternary_ff(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when,
                                  d_action, d_params)
@@ -438,6 +513,50 @@ def _build(m, e, pipeline, valid_in, phv_in, csr, prefix):
 #: ternary/LPM tables of at most this many entries keep their entries in flip-flops (a
 #: parallel compare is smaller than the RAM engine's fixed cost; the trust guard's 8 entries)
 FLOP_ENTRIES = 16
+
+
+def _build_lpm_hash(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when, d_action,
+                    d_params):
+    """A large LPM table: the hash-bank engine (:class:`netstor.gateware.lpm.LpmHash`) gives
+    the longest hit's action word after ``L`` cycles (registered); its action (hit) or the
+    default one runs, registered (``L + 1``). Host: entry writes land in one cycle (acked the
+    next), entry reads take 3; ``<table>.lengths`` is a register file (one cycle)."""
+    ab, pw, kw = e.action_bits, e.param_width, e.key_width
+    ew = 1 + 2 * kw + ab + pw
+    banks, depth = e.ways, e.depth
+    port = csr.memory(e.qualname, ew, e.size,
+                      doc=f"{e.qualname}: lpm, {banks} hash banks x {depth}, longest prefix "
+                          f"wins; valid | value({kw}) | mask({kw}) | action({ab}) | params({pw})",
+                      kind="lpm", table=e.qualname, ways=banks)
+    lport = csr.memory(f"{e.qualname}.lengths", 1 + e.length_bits, banks,
+                       doc=f"prefix length of each hash bank of {e.qualname}: "
+                           f"enable(1) | length({e.length_bits})",
+                       kind="lpm_lengths", table=e.qualname)
+    eng = LpmHash(m, banks=banks, depth=depth, kw=kw, pw=ab + pw, key=key,
+                  prefix=f"{prefix}_lpm")
+    L = eng.latency
+    # entries: a write lands in the request's first cycle, acked the next; a read has its
+    # word (a register) two cycles after the address
+    busy = Signal(2, name=f"{prefix}_host_busy")
+    m.d.comb += [eng.wr_addr.eq(port.addr), eng.wr_data.eq(port.wdata),
+                 eng.rd_addr.eq(port.addr), port.rdata.eq(eng.rd_data),
+                 eng.wr_en.eq(port.req & port.we & (busy == 0) & ~port.ack)]
+    m.d.sync += port.ack.eq(0)
+    with m.If(port.req & ~port.ack):
+        with m.If(port.we | (busy == 2)):
+            m.d.sync += [port.ack.eq(1), busy.eq(0)]
+        with m.Else():
+            m.d.sync += busy.eq(busy + 1)
+    # lengths: a register file
+    m.d.comb += [eng.len_addr.eq(lport.addr), eng.len_wdata.eq(lport.wdata),
+                 eng.len_we.eq(lport.req & lport.we & ~lport.ack), lport.rdata.eq(eng.len_rdata)]
+    m.d.sync += lport.ack.eq(lport.req & ~lport.ack)
+    vL = _delay(m, valid_in, L, f"{prefix}_v", reset_less=False)
+    phvL = _delay(m, phv_in, L, f"{prefix}_phv")
+    whenL = _delay(m, when, L, f"{prefix}_when")
+    vo, po = _finish(m, e, pipeline, csr, prefix, vL, phvL, whenL, eng.hit, eng.payload[:ab],
+                     eng.payload[ab:], d_action, d_params)
+    return vo, po, L + 1
 
 
 def _build_ternary_ff(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when, d_action,

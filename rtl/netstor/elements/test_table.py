@@ -12,7 +12,10 @@ from amaranth.lib import data
 from amaranth.sim import Simulator
 
 from netstor.driver.tables import TableWriter
+from netstor.driver.tables import TableFullError
 from netstor.elements import Table
+from netstor.elements.table import _lpm_probe
+from netstor.gateware.lpm import lpm_slot, prefix_mask
 from netstor.gateware.csr import CsrBuilder
 from netstor.gateware.kit import HwEnv
 from netstor.gateware.stages import build_element
@@ -35,17 +38,20 @@ def _program(kind, size, **kw):
     return Pipeline([p]), t, ka, kb, out, out2
 
 
-def _run(pl, t, writes_rounds, lookups_rounds, out_fields, key_fields):
+def _run(pl, t, writes_rounds, lookups_rounds, out_fields, key_fields, during=None):
     """Apply each round of host writes (then wait until they are done), then its lookups
-    (one per clock); returns [[output tuple per lookup]] and the read-back words."""
+    (one per clock); returns [[output tuple per lookup]] and the read-back words.
+    ``during``: ``(writes, lookups)`` run last, the writes issued (with random gaps) while the
+    lookups stream one per clock; its outputs are the last list of the result."""
     m = Module()
     layout = data.StructLayout(pl.phv.layout())
     vin, phv_in = Signal(), Signal(layout)
     csr = CsrBuilder()
     vout, pout, lat = build_element(m, t, pl, vin, phv_in, csr, prefix="tab")
-    port = next(mi.port for mi in csr.memories if mi.name == t.qualname)
-    dport = next(mi.port for mi in csr.memories if mi.name == f"{t.qualname}.default")
+    ports = {mi.name: mi.port for mi in csr.memories}
+    port = ports[t.qualname]
     results, readback = [], []
+    state = {"stream": False}
 
     async def access(ctx, p, addr, word=None):
         ctx.set(p.addr, addr)
@@ -66,7 +72,7 @@ def _run(pl, t, writes_rounds, lookups_rounds, out_fields, key_fields):
     async def bench(ctx):
         for writes, lookups in zip(writes_rounds, lookups_rounds):
             for mem, addr, word in writes:
-                await access(ctx, dport if mem.endswith(".default") else port, addr, word)
+                await access(ctx, ports[mem], addr, word)
             got = []
             for k in range(len(lookups) + lat):
                 if k < len(lookups):
@@ -78,12 +84,41 @@ def _run(pl, t, writes_rounds, lookups_rounds, out_fields, key_fields):
                     assert ctx.get(vout) == 1
                     got.append(tuple(ctx.get(HwEnv(pl, pout).field(n)) for n in out_fields))
             results.append(got)
+        if during is not None:
+            state["stream"] = True
+            gaps = random.Random(5)
+            for _ in range(5):
+                await ctx.tick()
+            for mem, addr, word in during[0]:
+                await access(ctx, ports[mem], addr, word)
+                for _ in range(gaps.randrange(0, 4)):
+                    await ctx.tick()
+            while state["stream"]:
+                await ctx.tick()
         for a in range(t.size):
             readback.append(await access(ctx, port, a))
+
+    async def stream(ctx):
+        while not state["stream"]:
+            await ctx.tick()
+        lookups, got = during[1], []
+        for k in range(len(lookups) + lat):
+            if k < len(lookups):
+                for name, v in zip(key_fields, lookups[k]):
+                    ctx.set(HwEnv(pl, phv_in).field(name), v)
+            ctx.set(vin, int(k < len(lookups)))
+            await ctx.tick()
+            if k + 1 >= lat and len(got) < len(lookups):
+                assert ctx.get(vout) == 1
+                got.append(tuple(ctx.get(HwEnv(pl, pout).field(n)) for n in out_fields))
+        results.append(got)
+        state["stream"] = False
 
     sim = Simulator(m)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
+    if during is not None:
+        sim.add_testbench(stream)
     sim.run()
     return results, readback, lat
 
@@ -241,3 +276,176 @@ def test_priority_tree_gives_the_lowest_set_bit(n):
     sim.run()
     want = [(int(v != 0), (v & -v).bit_length() - 1 if v else None) for v in vecs]
     assert [(f, i if f else None) for f, i in got] == want
+
+
+# ---- hashed LPM (512+ entries: hash banks, netstor.gateware.lpm) ---------------------------------
+
+def _routes(rng, n, kw, lengths=None):
+    """``n`` distinct random routes ``(prefix, len)``, lengths uniform over ``lengths``."""
+    lengths = list(range(kw + 1)) if lengths is None else lengths
+    out = set()
+    while len(out) < n:
+        plen = rng.choice(lengths)
+        out.add((rng.getrandbits(kw) & prefix_mask(plen, kw), plen))
+    return sorted(out)
+
+
+def _keys_for(rng, routes, kw, n, p_route=0.8):
+    keys = []
+    for _ in range(n):
+        if rng.random() < p_route:
+            pre, plen = rng.choice(routes)
+            keys.append(pre | (rng.getrandbits(kw) & ~prefix_mask(plen, kw) & ((1 << kw) - 1)))
+        else:
+            keys.append(rng.getrandbits(kw))
+    return keys
+
+
+def _longest(routes, key, kw):
+    """Reference: the longest installed route containing ``key`` (a dict lookup per length)."""
+    for plen in range(kw, -1, -1):
+        hit = routes.get((key & prefix_mask(plen, kw), plen))
+        if hit is not None:
+            return hit
+    return None
+
+
+def test_lpm_hashed_matches_the_model_with_updates_during_lookups():
+    """512 slots in 16 banks of 32 (a 12-bit key, 13 prefix lengths): random overlapping
+    routes of every length (latency 5); read-back; then deletions, re-routes and new routes
+    written while lookups stream one per clock: every lookup must give the answer of the table
+    after some prefix of the writes, later lookups never an earlier prefix; then raw words the
+    driver never writes (a mask that is not the bank's, a disabled bank, two banks of one
+    length holding the same prefix, a length beyond the key) against the model."""
+    pl, t, ka, kb, out, out2 = _program("lpm", 512, lpm_banks=16)
+    assert t.lpm_hashed and t.depth == 32
+    tw = TableWriter(pl)
+    rng = random.Random(21)
+    kw = 12
+    routes = {}
+    r1, full = [], 0
+    for i, (pre, plen) in enumerate(_routes(rng, 220, kw)):
+        try:
+            r1 += tw.lpm_add(t.qualname, pre, plen, "fwd", {"port": i + 1})
+            routes[(pre, plen)] = i + 1
+        except TableFullError:
+            full += 1
+    assert len(routes) >= 150, (len(routes), full)
+    assert sum(1 for m_, _, _ in r1 if m_.endswith(".lengths")) >= 13   # every length, banks
+    rl = sorted(routes)
+    keys1 = [[k] for k in _keys_for(rng, rl, kw, 300)]
+    want = _check(pl, t, [r1], [keys1], [out.name, out2.name], [ka.name], 5)
+    # the model is LPM: every answer is the longest installed route (or the default's)
+    for (k,), (o, o2) in zip(keys1, want[0]):
+        ref = _longest(routes, k, kw)
+        assert (o, o2) == ((ref, 0) if ref is not None else ((k + 3) & 0xFFFF, 0x5A))
+    assert len({o for o, _ in want[0]}) > 60
+
+    # writes during lookups
+    r2 = []
+    for pre, plen in rng.sample(rl, 40):
+        r2 += tw.lpm_delete(t.qualname, pre, plen)
+        routes.pop((pre, plen))
+    for pre, plen in rng.sample(sorted(routes), 20):
+        r2 += tw.lpm_add(t.qualname, pre, plen, "mark", {"tag": plen, "x": 1})
+    for pre, plen in _routes(rng, 15, kw, lengths=[3, 7, 11]):
+        try:
+            r2 += tw.lpm_add(t.qualname, pre, plen, "fwd", {"port": 0x700 + plen})
+        except TableFullError:
+            pass
+    # deletions release banks: at least one length word cleared
+    keys2 = [[k] for k in _keys_for(rng, rl, kw, 500)]
+    got, rb, lat = _run(pl, t, [r1], [keys1], [out.name, out2.name], [ka.name],
+                        during=(r2, keys2))
+    model = DataplaneModel(pl)
+    states = []
+
+    def answers():
+        res = []
+        for key in keys2:
+            phv = model.parse(bytes(64), 0)
+            model.assign(phv, [(ka.name, key[0])])
+            model._run([t], phv)
+            res.append((model.view(phv, out.name), model.view(phv, out2.name)))
+        return res
+    for mem, addr, word in r1:
+        model.mem_write(mem, addr, word)
+    states.append(answers())
+    for mem, addr, word in r2:
+        model.mem_write(mem, addr, word)
+        states.append(answers())
+    k, seen = 0, set()
+    for i, g in enumerate(got[-1]):
+        while k < len(states) and states[k][i] != g:
+            k += 1
+        assert k < len(states), f"lookup {i} (key {keys2[i]}): {g} is no state's answer " \
+            "at or after the previous lookup's"
+        seen.add(k)
+    # the stream spans the writes (~4 cycles each): many states seen, the last 100 lookups
+    # come after the last write
+    assert len(seen) > 10 and got[-1][-100:] == states[-1][-100:]
+    assert rb == [model.memory(t.qualname).words[a] for a in range(t.size)]
+
+    # raw words the driver never writes, against the model
+    ab = t.action_bits
+    L = f"{t.qualname}.lengths"
+
+    def word(pre, msk, port):
+        return 1 | pre << 1 | msk << (1 + kw) | 1 << (1 + 2 * kw) | port << (1 + 2 * kw + ab)
+    pre = 0xAB0
+    slot = lambda b, p: b * t.depth + lpm_slot(p, b, kw, t.depth)   # noqa: E731
+    raw = [(L, 3, 1 | 12 << 1), (L, 5, 1 | 12 << 1), (L, 6, 1 | 14 << 1), (L, 7, 1 | 4 << 1),
+           (L, 9, 1 | 12 << 1),
+           (t.qualname, slot(3, pre), word(pre, 0xFFF, 0x111)),      # same prefix, two banks:
+           (t.qualname, slot(5, pre), word(pre, 0xFFF, 0x222)),      # the lower bank wins
+           (t.qualname, slot(3, 0x123), word(0x123, 0xFF0, 0x333)),  # mask not the bank's
+           (t.qualname, slot(6, 0x456), word(0x456, 0xFFF, 0x444)),  # length 14 > kw
+           (t.qualname, slot(7, 0x400), word(0x400, 0xF00, 0x555)),  # /4 under them
+           (t.qualname, slot(9, 0x789), word(0x789, 0xFFF, 0x666)),  # then its bank disabled
+           (L, 9, 12 << 1)]
+    keys3 = [[k] for k in [pre, 0x123, 0x456, 0x457, 0x789, 0x4FF, 0xAB1]] + \
+        [[rng.getrandbits(kw)] for _ in range(40)]
+    want3 = _check(pl, t, [raw], [keys3], [out.name, out2.name], [ka.name], 5)[0]
+    dflt = lambda k: ((k + 3) & 0xFFFF, 0x5A)   # noqa: E731
+    assert want3[:7] == [(0x111, 0), dflt(0x123), (0x444, 0), (0x555, 0), dflt(0x789),
+                         (0x555, 0), dflt(0xAB1)]
+
+
+def test_lpm_hashed_model_is_longest_prefix_at_16k():
+    """The bench's table (32-bit keys, 32K slots in 64 banks): 16,384 routes with a
+    BGP-like length mix fit; the model (what the gateware computes) gives the longest
+    installed route for random keys, after adds and after deletions."""
+    p = Program("t")
+    dst, nh = p.meta("dst", 32), p.meta("nh", 16)
+    t = p.add(Table("r", kind="lpm", key=[dst], size=1 << 15, lpm_banks=64,
+                    actions=[Action("route", {"nh": 16}, lambda a: [Set(nh, a.nh)])]))
+    pl = Pipeline([p])
+    tw = TableWriter(pl)
+    rng = random.Random(7)
+    mix = {24: 55, 23: 9, 22: 10, 21: 4, 20: 5, 19: 4, 18: 2, 17: 2, 16: 6, 15: 0.5, 14: 0.5,
+           13: 0.3, 12: 0.2, 11: 0.1, 10: 0.05, 8: 0.02, 25: 0.3, 26: 0.2, 28: 0.2, 30: 0.1,
+           32: 0.5, 0: 0.001}
+    lens, wts = list(mix), list(mix.values())
+    routes, words, lengths = {}, [0] * t.size, [0] * t.ways
+    while len(routes) < 16384:
+        plen = rng.choices(lens, wts)[0]
+        pre = rng.getrandbits(32) & prefix_mask(plen, 32)
+        if (pre, plen) in routes:
+            continue
+        nhv = rng.getrandbits(16)
+        for mem, addr, w in tw.lpm_add(t.qualname, pre, plen, "route", {"nh": nhv}):
+            (lengths if mem.endswith(".lengths") else words)[addr] = w
+        routes[(pre, plen)] = nhv
+
+    def check():
+        rl = sorted(routes)
+        for k in _keys_for(rng, rl, 32, 3000):
+            e = _lpm_probe(t, words, lengths, k)
+            ref = _longest(routes, k, 32)
+            assert (None if e is None else e >> t.action_bits) == ref, hex(k)
+    check()
+    for pre, plen in rng.sample(sorted(routes), 4000):
+        for mem, addr, w in tw.lpm_delete(t.qualname, pre, plen):
+            (lengths if mem.endswith(".lengths") else words)[addr] = w
+        del routes[(pre, plen)]
+    check()

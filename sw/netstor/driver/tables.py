@@ -10,6 +10,9 @@ exact table          ``valid(1) | key(kw) | action(ab) | params(pw)``, address
                      ``way * depth + slot``, ``slot = hash_crc32(key, kw, way) % depth``
 ternary / LPM table  ``valid(1) | value(kw) | mask(kw) | action(ab) | params(pw)``,
                      address = priority (0 wins)
+hashed LPM table     the same word at address ``bank * depth + slot``, ``slot =
+                     lpm_slot(prefix, bank, kw, depth)`` (gateware.lpm), in a bank whose
+                     ``T.lengths`` word is ``enable(1) | length`` of the prefix
 ``T.default``        ``action(ab) | params(pw)``
 register bank        ``value(width)``
 ``tm.mcast``         ``ports(2P) | rid[0](16) | rid[1](16) | ...``, address = group
@@ -18,10 +21,18 @@ register bank        ``value(width)``
 
 A :class:`TableWriter` keeps a shadow of what *it* has written (to pick free exact slots and to
 keep LPM tables sorted); it does not read the device back, so one writer should own a table.
+
+LPM tables of 512+ entries are hashed (``Table.lpm_hashed``, ``ways`` = banks > 1): a route goes
+to the first bank of its length whose slot for it is free, else routes of its length move
+between their banks to free one (cuckoo hashing, at most :data:`CUCKOO_MOVES` moves, each
+written to its new slot before its old slot is reused), else to an unused bank, which is first
+given the route's length (``T.lengths``); a bank whose last route is deleted is released (its
+length word cleared). So a lookup sees every other route throughout an update.
 """
 
 from __future__ import annotations
 
+from netstor.gateware.lpm import lpm_slot
 from netstor.lang import hash_crc32
 
 __all__ = ["TableWriter", "TableFullError", "apply_writes", "apply_writes_async"]
@@ -64,6 +75,78 @@ def _check_uint(what, v, width):
                          if v >= 0 else f"{what} = {v} is negative")
 
 
+def _hashed(t):
+    """A hashed LPM table (``Table.lpm_hashed``; from a schema: an LPM table with banks)."""
+    return t.kind == "lpm" and t.ways > 1
+
+
+#: route moves a hashed LPM insert may make (cuckoo hashing) before it takes a new bank
+CUCKOO_MOVES = 4
+
+#: an empty slot of a hashed LPM table's shadow (matches no ``(prefix, len)``)
+_FREE = (None, None, 0, 0)
+
+
+class _LpmSlots(list):
+    """Shadow of a hashed LPM table: one ``(prefix, len, action id, params)`` per address
+    (:data:`_FREE` when empty), each bank's length (None: unused), its route count and where
+    each route sits. A list, so code that indexes LPM shadows by address keeps working."""
+
+    def __init__(self, t):
+        super().__init__([_FREE] * t.size)
+        self.kw, self.depth = t.key_width, t.depth
+        self.bank_len = [None] * t.ways
+        self.used = [0] * t.ways
+        self.where = {}
+
+    def slot(self, bank, prefix):
+        return bank * self.depth + lpm_slot(prefix, bank, self.kw, self.depth)
+
+    def cuckoo_path(self, banks, prefix, max_moves=CUCKOO_MOVES):
+        """Shortest chain ``[a0, a1, ..., ak]`` (breadth first, ``k <= max_moves``): ``a0`` is
+        ``prefix``'s slot in one of ``banks``, the route at ``a(i)`` can move to ``a(i+1)`` (its
+        slot in another of ``banks``), ``ak`` is free. None if there is none."""
+        if len(banks) < 2:
+            return None
+        parent = {}
+        frontier = []
+        for b in banks:
+            a = self.slot(b, prefix)
+            parent[a] = None
+            frontier.append(a)
+        for _ in range(max_moves):
+            nxt = []
+            for a in frontier:
+                q = self[a][0]
+                for b in banks:
+                    if b == a // self.depth:
+                        continue
+                    a2 = self.slot(b, q)
+                    if a2 in parent:
+                        continue
+                    parent[a2] = a
+                    if self[a2] is _FREE:
+                        path = [a2]
+                        while parent[path[-1]] is not None:
+                            path.append(parent[path[-1]])
+                        return path[::-1]
+                    nxt.append(a2)
+            frontier = nxt
+        return None
+
+    def put(self, addr, entry):
+        self[addr] = entry
+        self.used[addr // self.depth] += 1
+        self.where[entry[:2]] = addr
+
+    def take(self, addr):
+        del self.where[self[addr][:2]]
+        self[addr] = _FREE
+        b = addr // self.depth
+        self.used[b] -= 1
+        return b
+
+
 class TableWriter:
     """Encoders for the tables, default actions, register banks and multicast groups of
     ``pipeline`` (a :class:`netstor.lang.Pipeline`)."""
@@ -74,7 +157,8 @@ class TableWriter:
         self.banks = {b.qualname: b for b in pipeline.banks}
         self._exact = {n: {} for n, t in self.tables.items() if t.kind == "exact"}   # key->addr
         self._ternary = {n: {} for n, t in self.tables.items() if t.kind == "ternary"}
-        self._lpm = {n: [] for n, t in self.tables.items() if t.kind == "lpm"}
+        self._lpm = {n: (_LpmSlots(t) if _hashed(t) else [])
+                     for n, t in self.tables.items() if t.kind == "lpm"}
 
     # ---- helpers -------------------------------------------------------------------------------
     def _table(self, name, kind=None):
@@ -204,12 +288,15 @@ class TableWriter:
     def lpm_add(self, table, prefix, prefix_len, action, params=None):
         """Add (or update) a route; entries stay sorted longest prefix first. Returns every
         write, the shifted entries last-first so that a lookup never misses a route that is
-        present before and after the update."""
+        present before and after the update. (Hashed tables: one write, two when the route
+        takes a new bank; see the module docstring.)"""
         t = self._table(table, "lpm")
-        self._prefix(t, prefix, prefix_len)
+        mask = self._prefix(t, prefix, prefix_len)
         aid, pword = self._action(t, action, params)
         entries = self._lpm[table]
         new = (prefix, prefix_len, aid, pword)
+        if isinstance(entries, _LpmSlots):
+            return self._lpm_hash_add(t, entries, new, mask)
         for i, e in enumerate(entries):
             if e[:2] == (prefix, prefix_len):
                 entries[i] = new
@@ -226,10 +313,58 @@ class TableWriter:
         # move the tail down from the end (each route stays present at some address)
         return list(reversed(self._lpm_writes(t, entries, pos, len(entries))))
 
+    def _lpm_hash_add(self, t, slots, new, mask):
+        prefix, plen, aid, pword = new
+        word = self._ternary_word(t, prefix, mask, aid, pword)
+        addr = slots.where.get((prefix, plen))
+        if addr is not None:                       # update in place: one atomic word
+            slots[addr] = new
+            return [(t.qualname, addr, word)]
+        mine = [b for b in range(t.ways) if slots.bank_len[b] == plen]
+        for b in mine:
+            a = slots.slot(b, prefix)
+            if slots[a] is _FREE:
+                slots.put(a, new)
+                return [(t.qualname, a, word)]
+        path = slots.cuckoo_path(mine, prefix)
+        if path is not None:
+            # make-before-break: the last route of the chain moves first, each move copies a
+            # route to its free slot before the next write overwrites its old one, so every
+            # route is present throughout (a copy answers like the original: same word)
+            out = []
+            for src, dst in reversed(list(zip(path, path[1:]))):
+                e = slots[src]
+                slots.take(src)
+                slots.put(dst, e)
+                out.append((t.qualname, dst, self._ternary_word(
+                    t, e[0], _mask(e[1]) << (t.key_width - e[1]), e[2], e[3])))
+            slots.put(path[0], new)
+            out.append((t.qualname, path[0], word))
+            return out
+        for b in range(t.ways):
+            if slots.bank_len[b] is None:          # an unused bank takes the length first
+                slots.bank_len[b] = plen
+                a = slots.slot(b, prefix)
+                slots.put(a, new)
+                return [(f"{t.qualname}.lengths", b, 1 | plen << 1), (t.qualname, a, word)]
+        raise TableFullError(t.qualname, f"{prefix:#x}/{plen}",
+                             f"no bank of length {plen} has its slot free and all "
+                             f"{t.ways} banks are in use")
+
     def lpm_delete(self, table, prefix, prefix_len):
         t = self._table(table, "lpm")
         self._prefix(t, prefix, prefix_len)
         entries = self._lpm[table]
+        if isinstance(entries, _LpmSlots):
+            addr = entries.where.get((prefix, prefix_len))
+            if addr is None:
+                raise KeyError(f"table {table}: no route {prefix:#x}/{prefix_len}")
+            b = entries.take(addr)
+            out = [(table, addr, 0)]
+            if entries.used[b] == 0:               # the bank is empty: release it
+                entries.bank_len[b] = None
+                out.append((f"{table}.lengths", b, 0))
+            return out
         for i, e in enumerate(entries):
             if e[:2] == (prefix, prefix_len):
                 del entries[i]
@@ -241,7 +376,7 @@ class TableWriter:
         t = self._table(table, "lpm")
         return [(p, n, t.actions[a - 1].name if a else None,
                  t.actions[a - 1].unpack_params(w) if a else {})
-                for p, n, a, w in self._lpm[table]]
+                for p, n, a, w in self._lpm[table] if n is not None]
 
     # ---- defaults, multicast, registers --------------------------------------------------------
     def set_default(self, table, action, params=None):
@@ -324,6 +459,25 @@ class TableWriter:
         elif t.kind == "ternary":
             self._ternary[table] = {a: ((w >> 1) & _mask(kw), (w >> (1 + kw)) & _mask(kw))
                                     for a, w in enumerate(words) if w & 1}
+        elif _hashed(t):
+            slots = _LpmSlots(t)
+            for a, w in enumerate(words):
+                if not w & 1:
+                    continue
+                m = (w >> (1 + kw)) & _mask(kw)
+                plen = bin(m).count("1")
+                prefix = (w >> 1) & _mask(kw)
+                b = a // t.depth
+                if m != _mask(plen) << (kw - plen) or prefix & ~m:
+                    raise ValueError(f"table {table}: entry {a} is not a prefix")
+                if slots.bank_len[b] not in (None, plen) or slots.slot(b, prefix) != a \
+                        or (prefix, plen) in slots.where:
+                    raise ValueError(f"table {table}: entry {a} ({prefix:#x}/{plen}) is not "
+                                     "where this writer places it")
+                slots.bank_len[b] = plen
+                rest = w >> (1 + 2 * kw)
+                slots.put(a, (prefix, plen, rest & _mask(t.action_bits), rest >> t.action_bits))
+            self._lpm[table] = slots
         else:
             entries = []
             for a, w in enumerate(words):
