@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import pipeline as _pipeline
+from . import hier as _hier
 from . import synth as _synth
 from .report import summary_text
 
@@ -94,14 +95,17 @@ def run_standalone(out: Path, modules=STANDALONE_BENCHES, log=print):
 
 def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
               block_timeout=900, core_verilog=None, log=print, blocks_after=None, jobs=1,
-              standalone=True, cached_only=False):
+              standalone=True, cached_only=False, core_flat=False, core_jobs=None):
     """Per-block syntheses (``jobs`` at a time) and, if ``whole_core``, the whole core in a
     thread started first (it is by far the longest). Every element instance is a block of its
     own; instances whose Verilog is identical (same configuration) are synthesised once
     (``same_config_as``). ``blocks_after``: a ``threading.Event`` the per-block runs wait for
     (``main`` sets it when the simulation is done). ``standalone``: run the optional
     standalone benches (:data:`STANDALONE_BENCHES`). ``cached_only``: report what the cache
-    holds, run no Yosys (blocks not cached are listed as failed). Returns the synth.json
+    holds, run no Yosys (blocks not cached are listed as failed). The whole core is
+    synthesised hierarchically (:mod:`netstor.bench.hier`: every distinct module once, the
+    others black boxes, ``core_jobs`` at a time, ``core_timeout`` per module) unless
+    ``core_flat`` (one flattened run, ``core_timeout`` for all of it). Returns the synth.json
     dict."""
     cache = out / "synth_cache"
     work = out / "synth_work"
@@ -140,9 +144,15 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
         t0 = time.perf_counter()
         try:
             v = core_verilog() if callable(core_verilog) else core_verilog
-            core_result["r"] = _synth.run_yosys(v, "netstor_core", work / "netstor_core",
-                                                timeout=core_timeout, cache_dir=cache,
-                                                cached_only=cached_only)
+            if core_flat:
+                core_result["r"] = _synth.run_yosys(v, "netstor_core", work / "netstor_core",
+                                                    timeout=core_timeout, cache_dir=cache,
+                                                    cached_only=cached_only)
+                core_result["r"]["method"] = "flat"
+            else:
+                core_result["r"] = _hier.synth_hier(v, out, jobs=core_jobs or jobs,
+                                                    timeout=core_timeout,
+                                                    cached_only=cached_only, log=log)
         except Exception as e:                 # noqa: BLE001 - reported in synth.json
             core_result["r"] = {"ok": False, "error": repr(e)[-2000:]}
         core_result["wall"] = time.perf_counter() - t0
@@ -207,12 +217,18 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
         th.join()
         r = core_result.get("r", {"ok": False, "error": "not run"})
         r["description"] = ("whole netstor_core (default programs, "
-                            f"{core.P} ports, the Rank element's XLS core included)")
+                            f"{core.P} ports, the Rank element's XLS core included)"
+                            + ("" if core_flat else "; hierarchical: each distinct module "
+                               "synthesised once with its children as black boxes, resources "
+                               "summed x instances, depth = the deepest module (paths across "
+                               "a module boundary: see depth.boundary_bound)"))
         r["wall_seconds"] = round(core_result.get("wall", 0), 1)
         res["core"] = r
     ok = whole_core and res.get("core", {}).get("ok")
-    res["method"] = ("whole core synthesised flattened (authoritative); per-block numbers and "
-                     "their instance-weighted sum for the breakdown" if ok else
+    res["method"] = (("whole core synthesised " + ("flattened" if core_flat else
+                      "hierarchically (every module of netstor_core once)")
+                      + " (authoritative); per-block numbers and their instance-weighted sum "
+                      "for the breakdown") if ok else
                      "whole core not synthesised (" + (
                          res.get("core", {}).get("error", "skipped")[:120] if whole_core
                          else "skipped by option") + "); totals are the instance-weighted sum "
@@ -351,8 +367,14 @@ def main(argv=None):
     ap.add_argument("--no-pipeline", action="store_true")
     ap.add_argument("--no-synth", action="store_true")
     ap.add_argument("--core-synth", action="store_true",
-                    help="also synthesise the whole core (netstor_core flattened: over 20 min of "
-                         "one core and ~2 GB; off by default, make bench BENCH_CORE=1)")
+                    help="also synthesise the whole core, hierarchically (every distinct "
+                         "module of netstor_core once, cached by its Verilog; about an hour of "
+                         "one core the first time; make bench BENCH_CORE=1)")
+    ap.add_argument("--core-flat", action="store_true",
+                    help="with --core-synth: one flattened run instead (did not finish in "
+                         "85 min on the shared machine)")
+    ap.add_argument("--core-jobs", type=int, default=None,
+                    help="module runs at a time for the whole core (default: --jobs)")
     ap.add_argument("--no-core-synth", action="store_true",
                     help="skip the whole-core synthesis (the default; kept for old scripts)")
     ap.add_argument("--core-timeout", type=int, default=3600,
@@ -384,6 +406,7 @@ def main(argv=None):
                 syn_box["r"] = run_synth(
                     out, core, only=a.blocks, whole_core=a.core_synth and not a.no_core_synth,
                     core_timeout=a.core_timeout, blocks_after=sim_done,
+                    core_flat=a.core_flat, core_jobs=a.core_jobs,
                     jobs=a.jobs, standalone=not a.no_standalone,
                     cached_only=a.cached_only,
                     core_verilog=lambda: _synth.core_verilog_text(

@@ -9,14 +9,34 @@ cached by Verilog hash) and writes ``<out_dir>/register_bank.json``: ``depth``, 
 register-to-register path in LUTs, :func:`netstor.bench.synth.netlist_depth`),
 ``latency_cycles`` (the element's), plus the raw result under ``"yosys"``. Also
 ``python -m netstor.bench.register_bank [out_dir] [--depth N --width W]``.
+
+Why ``synth_xilinx -uram`` gives 58 URAM288 for 128K x 64 (``memory_libmap`` debug log,
+``debug memory_libmap -lib +/xilinx/urams.txt ...`` on the bank):
+
+* **29 per copy, not 32**: Yosys' URAM model (``+/xilinx/urams.txt``) is 4K x 72 with byte
+  writes and no cascade, so libmap folds the depth into width: the 32 slices of 4K x 64 sit
+  side by side as one 4K x 2,048-bit memory (the write selects its 64-bit word with byte
+  enables, the read is a 32:1 LUT mux), and 2,048 bits need ceil(2048 / 72) = 29 URAMs (every
+  URAM's 72 bits are used; 32 would leave 8 of 72 idle). Vivado would instead cascade 32
+  (no LUT mux).
+* **x 2 copies ("replicates for ports: 2")**: the bank has one write port and two read
+  ports, the packet read (port A, its own address) and the host read, which shares the write
+  port's address (port B). A URAM port is single read/write with ``rdwr no_change``: a port
+  that writes does not read in the same cycle. Yosys may put the host read on port B only if
+  it can see that the read is never enabled while that port writes; the element's read enable
+  is ``host & ~host_we`` and the write enable ``packet_we | host & host_we``, so the exclusion
+  (a host access only in a cycle without a packet write) is a property of the control logic,
+  not of the two expressions. Without it libmap needs three ports and builds two copies, each
+  with the write on B and one read on A: 2 x 29 = 58.
+* **The fix is a one-term change in the element**, logically redundant: read enable
+  ``host & ~host_we & ~packet_we`` (or ``& ~we``). ``"uram_mapping_read_gated"`` measures it
+  on the same Verilog with that term added (``_gate_host_read``): 29 URAM288.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
-import subprocess
-import time
 from pathlib import Path
 
 from amaranth.back import verilog
@@ -29,7 +49,7 @@ from netstor.gateware.stages import build_element
 from netstor.lang.program import Pipeline, Program
 from netstor.paths import repo_root
 
-from .synth import netlist_depth, parse_stat, run_yosys, script, summarise, yosys_bin
+from .synth import run_yosys, script
 
 __all__ = ["bench", "bank_verilog"]
 
@@ -77,24 +97,31 @@ def _drop_zero_init(text):
     return out
 
 
-def run_yosys_uram(verilog_text, top, workdir: Path, *, timeout=None):
-    """As :func:`netstor.bench.synth.run_yosys` (same script, its helpers for the figures)
-    with ``synth_xilinx -uram`` (URAM288 inference for large memories, off by default in
-    Yosys); not cached."""
+def run_yosys_uram(verilog_text, top, workdir: Path, *, timeout=None, cache_dir=None):
+    """As :func:`netstor.bench.synth.run_yosys` (same script, cached alike) with
+    ``synth_xilinx -uram`` (URAM288 inference for large memories, off by default in Yosys)."""
     ys = script(top).replace(" -noclkbuf\n", " -noclkbuf -uram\n")
     assert "-uram" in ys
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "design.v").write_text(verilog_text)
-    (workdir / "synth.ys").write_text(ys)
-    t0 = time.perf_counter()
-    p = subprocess.run([yosys_bin(), "-q", "-l", "yosys.log", "synth.ys"], cwd=workdir,
-                       capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0 or not (workdir / "stat.json").exists():
-        raise RuntimeError(f"yosys -uram failed: {(p.stderr or p.stdout)[-2000:]}")
-    cells = parse_stat(workdir / "stat.json", top)
-    return {"ok": True, "cells": cells, **summarise(cells),
-            "depth": netlist_depth(workdir / "netlist.json", top),
-            "yosys_seconds": round(time.perf_counter() - t0, 1), "cached": False}
+    r = run_yosys(verilog_text, top, workdir, timeout=timeout, cache_dir=cache_dir, ys=ys)
+    if not r.get("ok"):
+        raise RuntimeError(f"yosys -uram failed: {str(r.get('error'))[-2000:]}")
+    return r
+
+
+def _gate_host_read(text):
+    """The bank's Verilog with the host read port's enable ANDed with the write enable's
+    complement (``if (<en>)`` -> ``if (<en> && !<we>)``), the shape that lets Yosys share URAM
+    port B between the write and the host read (see the module docstring)."""
+    we = re.search(r"if \((\S+)\)\n\s+(\S+_mem)\[(\S+)\] <= ", text)
+    if not we:
+        raise RuntimeError("bank write port not found in the Verilog")
+    en_re = (r"if \((\S+)\) begin\n(\s+\S+ <= " + re.escape(we.group(2)) + r"\["
+             + re.escape(we.group(3)) + r"\];)")
+    out, n = re.subn(en_re, lambda m: f"if ({m.group(1)} && !{we.group(1)}) begin\n"
+                     + m.group(2), text)
+    if n != 1:
+        raise RuntimeError(f"expected one host read port at the write address, found {n}")
+    return out
 
 
 def _figures(r, depth, width, lat):
@@ -120,8 +147,16 @@ def bench(out_dir, *, depth=128 * 1024, width=64, timeout=None, uram=True):
     fig = _figures(r, depth, width, lat)
     if uram:
         ru = run_yosys_uram(text, TOP, out_dir / "synth_work" /
-                            f"register_bank_{depth}x{width}_uram", timeout=timeout)
+                            f"register_bank_{depth}x{width}_uram", timeout=timeout,
+                            cache_dir=out_dir / "synth_cache")
         fig["uram_mapping"] = _figures(ru, depth, width, lat)
+        rg = run_yosys_uram(_gate_host_read(text), TOP, out_dir / "synth_work" /
+                            f"register_bank_{depth}x{width}_uram_gated", timeout=timeout,
+                            cache_dir=out_dir / "synth_cache")
+        fig["uram_mapping_read_gated"] = dict(
+            _figures(rg, depth, width, lat),
+            note="host read enable ANDed with ~write enable (what-if on the generated "
+                 "Verilog; the element's control already never overlaps them)")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "register_bank.json").write_text(json.dumps(fig, indent=1) + "\n")
     return fig

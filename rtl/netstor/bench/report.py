@@ -112,6 +112,8 @@ def synth_lines(syn):
                      f"{wc['depth']['lut_levels']:>4}"
                      f"{' !' if wc['depth']['lut_levels'] > lim else '  '}   {secs}"
                      + (" c" if wc.get("cached") else ""))
+    if wc.get("method") == "hierarchical":
+        lines += hier_lines(wc)
     lines.append(f"  ! = above {lim} LUT levels (the 250 MHz rule of thumb); c = cached; "
                  f"'= x': same Verilog as block x (synthesised once)")
     for name, r in syn.get("standalone", {}).items():
@@ -128,6 +130,27 @@ def synth_lines(syn):
                          + (" !" if isinstance(lv, int) and lv > lim else ""))
     for f in syn.get("findings", []):
         lines += _wrap("* " + f)
+    return lines
+
+
+def hier_lines(wc, top=8):
+    """The whole core's hierarchical run: how it was done, its largest modules, depth."""
+    d = wc.get("depth", {})
+    bb = d.get("boundary_bound", {})
+    lines = _wrap(
+        f"  whole core, hierarchically: {wc.get('modules_distinct')} distinct modules "
+        f"({wc.get('modules_instances')} instances) each synthesised once with its children "
+        f"as black boxes, summed x instances; Yosys {wc.get('yosys_seconds', 0) / 60:.0f} CPU "
+        f"min; deepest module {d.get('module')} at {d.get('lut_levels')} LUT levels; a path "
+        f"across one module boundary <= {bb.get('lut_levels')} (deepest into an output port "
+        f"{bb.get('to_out')}, from an input port {bb.get('from_in')})", "    ")
+    if wc.get("failed"):
+        lines += _wrap("  NOT synthesised: " + ", ".join(f["module"] for f in wc["failed"]),
+                       "    ")
+    for name, m in list(wc.get("modules", {}).items())[:top]:
+        lines.append(f"    {name.replace('netstor_core.', ''):<32}{m['LUT']:>8,} {m['FF']:>7,} "
+                     f"{_fmt(m['BRAM36_equiv'], 1):>6} {m['DSP']:>4} {m['lut_levels']:>4}"
+                     f"   x{m['instances']}  {m.get('yosys_seconds')} s")
     return lines
 
 

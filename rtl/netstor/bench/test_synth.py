@@ -174,3 +174,82 @@ def test_combinational_dsp(tmp_path):
         d = synth.netlist_depth(net.write(tmp_path / "n.json"), "top")
         assert d["lut_levels"] == levels and d["lut_levels_through_comb_dsp"] == via
         assert d["comb_dsp_cells"] == (0 if preg else 1)
+
+
+# ------------------------------------------------------------------ hierarchical core run
+
+_HIER_V = r"""module top(clk, a, y);
+  input clk;
+  input [3:0] a;
+  output [3:0] y;
+  \top.u0  u0 (.clk(clk), .a(a), .y(y));
+  \top.u1  u1 (.clk(clk), .a(a), .y());
+endmodule
+module \top.u0 (clk, a, y);
+  reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
+  input clk;
+  wire clk;
+  input [3:0] a;
+  output [3:0] y;
+  reg [3:0] u0_r;
+  always @(posedge clk) u0_r <= a;
+  assign y = u0_r;
+endmodule
+module \top.u1 (clk, a, y);
+  reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
+  input clk;
+  wire clk;
+  input [3:0] a;
+  output [3:0] y;
+  reg [3:0] u1_r;
+  always @(posedge clk) u1_r <= a;
+  assign y = u1_r;
+endmodule
+"""
+
+
+def test_hier_plan_splits_stubs_and_merges_identical_modules():
+    """Three modules; u0 and u1 differ only in their own name prefix and Amaranth's dummy
+    register number, so they are one design with 2 instances; the top's children are
+    black-box stubs with their ports only, renamed under bench_mod."""
+    from netstor.bench import hier
+    mods = hier.split_modules(_HIER_V)
+    assert list(mods) == ["top", "top.u0", "top.u1"]
+    counts, kids = hier.instance_counts(mods, "top")
+    assert counts == {"top": 1, "top.u0": 1, "top.u1": 1}
+    assert kids["top"] == [("top.u0", "u0"), ("top.u1", "u1")]
+    p = hier.plan(_HIER_V, top="top")
+    assert sorted((e["modules"], e["instances"]) for e in p) == [
+        (["top"], 1), (["top.u0", "top.u1"], 2)]
+    top = next(e for e in p if e["modules"] == ["top"])
+    assert top["boxes"] == ["bench_mod.u0", "bench_mod.u1"]
+    assert top["verilog"].startswith("module bench_mod(")
+    assert top["verilog"].count("(* blackbox *)") == 2
+    assert "\\bench_mod.u0  u0 (" in top["verilog"]
+    stub = top["verilog"][top["verilog"].index("(* blackbox *)"):]
+    assert "always" not in stub and "output [3:0] y;" in stub
+    leaf = next(e for e in p if e["instances"] == 2)
+    assert "self_r" in leaf["verilog"] and "u0_r" not in leaf["verilog"]
+
+
+def test_depth_box_ends_and_starts_paths_and_port_segments(tmp_path):
+    """A black-box child instance cuts a path like a register; port segments: 2 LUTs from
+    the input port to a flip-flop, 3 LUTs from a flip-flop to the output port."""
+    net = _Net()
+    a = net.new()
+    net.ports = {"a": {"direction": "input", "bits": a}}
+    x = net.chain("in", a, 2)
+    q = net.ff("r", x)
+    y = net.chain("out", q, 3)
+    net.ports["y"] = {"direction": "output", "bits": y}
+    # a box between two LUT chains of 4 and 5: not one path of 9
+    b_in = net.chain("pre", q, 4)
+    b_out = net.new()
+    net.cell("u0", "bench_mod.u0", {"a": b_in}, {"y": b_out})
+    net.ff("r2", net.chain("post", b_out, 5))
+    path = net.write(tmp_path / "n.json")
+    d = synth.netlist_depth(path, "top", boxes=["bench_mod.u0"])
+    assert d["lut_levels"] == 5
+    assert d["port_segments"] == {"from_in": 2, "to_out": 3, "in_to_out": 0}
+    d = synth.netlist_depth(path, "top")       # unknown cell: a combinational node
+    assert d["lut_levels"] == 9
