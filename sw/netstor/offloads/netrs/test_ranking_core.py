@@ -289,3 +289,38 @@ def test_bench_figures_without_yosys(monkeypatch, tmp_path):
     assert res["throughput_selections_per_clock"] == 1
     assert (res["LUT"], res["DSP"], res["logic_depth_lut_levels"]) == (1, 3, 5)
     assert res["within_lut_budget_250MHz"]
+
+
+def test_dsp_register_check_on_hand_built_netlists(tmp_path):
+    """bench_core.dsp_registers reads MREG/PREG and the cells around each DSP: a DSP between
+    flip-flops counts as between registers, one fed through a LUT or feeding a LUT does not,
+    one with MREG counts as internally registered; a DSP feeding a DSP's registered A counts."""
+    import json
+    from netstor.offloads.netrs.bench_core import dsp_registers
+
+    def cell(t, conns, dirs, **params):
+        return {"type": t, "parameters": {k: format(v, "032b") for k, v in params.items()},
+                "port_directions": dirs, "connections": conns}
+    ff = lambda d, q: cell("FDRE", {"D": [d], "Q": [q]}, {"D": "input", "Q": "output"})
+    lut = lambda i, o: cell("LUT1", {"I0": [i], "O": [o]}, {"I0": "input", "O": "output"})
+    dsp = lambda a, b, p, **r: cell("DSP48E2", {"A": [a], "B": [b], "P": [p]},
+                                    {"A": "input", "B": "input", "P": "output"},
+                                    **{k: r.get(k, 0) for k in ("AREG", "BREG", "CREG", "DREG",
+                                                                  "MREG", "PREG")})
+    cells = {
+        # 1: ff(10) ff(11) -> dsp -> ff: between registers, no internal register
+        "fa": ff(2, 10), "fb": ff(3, 11), "d1": dsp(10, 11, 12), "fp": ff(12, 13),
+        # 2: ff -> LUT -> dsp -> ff: not between registers
+        "l2": lut(10, 20), "d2": dsp(20, 11, 21), "fp2": ff(21, 22),
+        # 3: ff -> dsp -> LUT: not between registers
+        "d3": dsp(10, 11, 30), "l3": lut(30, 31),
+        # 4: ff -> LUT -> dsp (MREG) -> LUT: internally registered, input side has logic
+        "d4": dsp(20, 11, 40, MREG=1), "l4": lut(40, 41),
+        # 5: ff -> dsp -> A of a dsp with AREG (-> ff): both between registers
+        "d5": dsp(10, 11, 50), "d6": dsp(50, 11, 51, AREG=1, PREG=1), "fp6": ff(51, 52),
+    }
+    path = tmp_path / "n.json"
+    path.write_text(json.dumps({"modules": {"top": {"cells": cells}}}))
+    r = dsp_registers(path)
+    assert r == {"dsp": 6, "dsp_internal_registers": 2, "dsp_without_internal_registers": 4,
+                 "dsp_between_registers": 3}, r
