@@ -1,7 +1,7 @@
 """Tables at scale, synthesised on their own (Yosys ``synth_xilinx -family xcup``): a
 64K-entry exact table (4-way hash in RAM), a 1K x 32-bit ternary table (the RAM TCAM, with
-5-bit chunks in LUTRAM and with 9-bit chunks in BRAM) and a 16K-prefix LPM table (32K slots
-in 64 hash banks of 512, one prefix length per bank, :mod:`netstor.gateware.lpm`). Writes ``<out_dir>/tables.json``: per table the
+5-bit chunks in LUTRAM and with 9-bit chunks in BRAM) and a 16K-prefix LPM table (64K slots
+in 64 hash banks of 1024, one prefix length per bank, :mod:`netstor.gateware.lpm`). Writes ``<out_dir>/tables.json``: per table the
 entries, key bits, LUT, FF, BRAM36 (equivalent), URAM, LUT levels (the longest
 register-to-register path of the mapped netlist) and the latency in cycles.
 
@@ -27,8 +27,10 @@ CASES = {
     "exact_64k": ("exact", 1 << 16, {"ways": 4}),
     "ternary_1k_chunk5": ("ternary", 1024, {"tcam_chunk": 5}),
     "ternary_1k_chunk9": ("ternary", 1024, {"tcam_chunk": 9}),
-    # 16K prefixes: hash banks (netstor.gateware.lpm), 64 banks x 512 slots
-    "lpm_16k": ("lpm", 1 << 15, {"lpm_banks": 64}),
+    # 16K prefixes: hash banks (netstor.gateware.lpm), 64 banks x 1024 slots (a bank RAM with
+    # a lookup port and a host read/write port is a true dual-port RAMB18 of 1K x 18 per 18
+    # bits: 512-slot banks take the same BRAM for half the slots)
+    "lpm_16k": ("lpm", 1 << 16, {"lpm_banks": 64}),
 }
 
 

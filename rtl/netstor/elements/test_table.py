@@ -412,12 +412,12 @@ def test_lpm_hashed_matches_the_model_with_updates_during_lookups():
 
 
 def test_lpm_hashed_model_is_longest_prefix_at_16k():
-    """The bench's table (32-bit keys, 32K slots in 64 banks): 16,384 routes with a
+    """The bench's table (32-bit keys, 64K slots in 64 banks): 16,384 routes with a
     BGP-like length mix fit; the model (what the gateware computes) gives the longest
     installed route for random keys, after adds and after deletions."""
     p = Program("t")
     dst, nh = p.meta("dst", 32), p.meta("nh", 16)
-    t = p.add(Table("r", kind="lpm", key=[dst], size=1 << 15, lpm_banks=64,
+    t = p.add(Table("r", kind="lpm", key=[dst], size=1 << 16, lpm_banks=64,
                     actions=[Action("route", {"nh": 16}, lambda a: [Set(nh, a.nh)])]))
     pl = Pipeline([p])
     tw = TableWriter(pl)
