@@ -54,13 +54,16 @@ formal: $(EDITABLE)
 	$(PY) -m pytest -n $(JOBS) -q formal
 
 # make bench: pipeline simulation, per-block Yosys of every block and element instance
-# (build/bench/synth.json), the experiments. BENCH_CORE=1 adds the whole-core Yosys run (long:
-# over 20 min of one core, ~2 GB). BENCH_FLAGS: e.g. --jobs 2 (per-block Yosys runs at a time),
-# --no-pipeline, --cached-only; results are cached by Verilog hash (build/bench/synth_cache)
+# (build/bench/synth.json), the experiments. BENCH_CORE=1 adds the whole-core Yosys run,
+# hierarchical (every distinct module of netstor_core once, BENCH_CORE_JOBS at a time; about an
+# hour of CPU the first time, cached per module after). BENCH_FLAGS: e.g. --jobs 2 (per-block
+# Yosys runs at a time), --no-pipeline, --cached-only; results are cached by Verilog hash
+# (build/bench/synth_cache)
 BENCH_FLAGS ?=
 BENCH_CORE ?= 0
+BENCH_CORE_JOBS ?= 2
 bench: rtl
-	$(PY) -m netstor.bench --out build/bench $(if $(filter 1,$(BENCH_CORE)),--core-synth) $(BENCH_FLAGS)
+	$(PY) -m netstor.bench --out build/bench $(if $(filter 1,$(BENCH_CORE)),--core-synth --core-jobs $(BENCH_CORE_JOBS)) $(BENCH_FLAGS)
 	$(PY) -m netstor.experiments --out build/bench
 
 # the papers' figures in the virtual-time simulator (headline subset, <= 30 min on 2 cores):

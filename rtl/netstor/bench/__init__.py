@@ -216,14 +216,41 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
     if th is not None:
         th.join()
         r = core_result.get("r", {"ok": False, "error": "not run"})
-        r["description"] = ("whole netstor_core (default programs, "
-                            f"{core.P} ports, the Rank element's XLS core included)"
-                            + ("" if core_flat else "; hierarchical: each distinct module "
-                               "synthesised once with its children as black boxes, resources "
-                               "summed x instances, depth = the deepest module (paths across "
-                               "a module boundary: see depth.boundary_bound)"))
+        r["description"] = core_description(core.P, core_flat)
         r["wall_seconds"] = round(core_result.get("wall", 0), 1)
         res["core"] = r
+    _totals(res, whole_core, core_flat)
+    if standalone and not cached_only:
+        res["standalone"] = run_standalone(out, log=log)
+    res["findings"] = _synth_findings(res)
+    (out / "synth.json").write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def core_description(P, core_flat=False):
+    return ("whole netstor_core (default programs, "
+            f"{P} ports, the Rank element's XLS core included)"
+            + ("" if core_flat else "; hierarchical: each distinct module "
+               "synthesised once with its children as black boxes, resources "
+               "summed x instances, depth = the deepest module (paths across "
+               "module boundaries: depth.across_boundaries, the mapped netlists joined)"))
+
+
+def merge_core(out: Path, r, core_flat=False):
+    """Put a whole-core result ``r`` into ``out/synth.json`` (the per-block results there
+    stay), recompute the totals and findings; returns the synth.json dict."""
+    f = out / "synth.json"
+    res = json.loads(f.read_text()) if f.exists() else {"blocks": {}}
+    res.setdefault("sum_of_blocks", _sum_blocks(res.get("blocks", {})))
+    res.setdefault("max_depth", max_depth(res.get("blocks", {})))
+    res["core"] = r
+    _totals(res, True, core_flat)
+    res["findings"] = _synth_findings(res)
+    f.write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def _totals(res, whole_core, core_flat):
     ok = whole_core and res.get("core", {}).get("ok")
     res["method"] = (("whole core synthesised " + ("flattened" if core_flat else
                       "hierarchically (every module of netstor_core once)")
@@ -238,11 +265,6 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
                                                        source="sum_of_blocks"))
     if ok:
         res["total"]["source"] = "core"
-    if standalone and not cached_only:
-        res["standalone"] = run_standalone(out, log=log)
-    res["findings"] = _synth_findings(res)
-    (out / "synth.json").write_text(json.dumps(res, indent=1) + "\n")
-    return res
 
 
 def max_depth(blocks):
@@ -354,6 +376,29 @@ def _git_rev():
         return "?"
 
 
+def core_only(out: Path, verilog_path="", *, jobs=1, timeout=None, cached_only=False):
+    """``--core-only``: the hierarchical whole-core run alone, merged into synth.json."""
+    from netstor.build import build_core, core_verilog
+    core = build_core()
+    if verilog_path:
+        text = Path(verilog_path).read_text()
+        src = verilog_path
+    else:
+        text = _synth.core_verilog_text(core_verilog(core), core)
+        src = "generated from " + _git_rev()
+    r = _hier.synth_hier(text, out, jobs=jobs, timeout=timeout, cached_only=cached_only)
+    r["description"] = core_description(core.P)
+    r["verilog"] = src
+    res = merge_core(out, r)
+    print("\n".join(summary_lines_core(res)))
+    return 0 if r.get("ok") else 1
+
+
+def summary_lines_core(res):
+    from .report import synth_lines
+    return synth_lines(res)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="netstor.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="build/bench")
@@ -373,6 +418,10 @@ def main(argv=None):
     ap.add_argument("--core-flat", action="store_true",
                     help="with --core-synth: one flattened run instead (did not finish in "
                          "85 min on the shared machine)")
+    ap.add_argument("--core-only", metavar="VERILOG", nargs="?", const="",
+                    help="run only the whole-core synthesis (hierarchical) and merge it into "
+                         "the existing synth.json; VERILOG: the core's Verilog with the modules "
+                         "its elements instantiate (default: generated now)")
     ap.add_argument("--core-jobs", type=int, default=None,
                     help="module runs at a time for the whole core (default: --jobs)")
     ap.add_argument("--no-core-synth", action="store_true",
@@ -388,6 +437,9 @@ def main(argv=None):
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.core_only is not None:
+        return core_only(out, a.core_only, jobs=a.core_jobs or a.jobs, timeout=a.core_timeout,
+                         cached_only=a.cached_only)
     t0 = time.perf_counter()
     index = {"command": "python -m netstor.bench " + " ".join(argv or sys.argv[1:]),
              "git": _git_rev(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "files": {}}

@@ -18,13 +18,17 @@ flatten only folds a module's own functions; the stubs stay cells). Whole-core f
 over modules of (instances x resources); logic depth: the deepest module, where a child's
 instance ends and starts paths like a register, and a module's ports start and end paths.
 
+Depth across module boundaries: every module's mapped netlist is joined into one graph (each
+child instance's ports tied to its parent's nets, :func:`stitched_depth`) and the same walk is
+run on it, so a path from a register in one module through glue logic into another module is
+counted whole (``depth.across_boundaries``; ``depth.lut_levels`` is the larger of it and the
+deepest module).
+
 What this misses, compared with a flat run:
 
-* **depth across a module boundary**: a combinational path from a register in one module through
-  its output port into another module's logic is counted as two paths (each module's port
-  segment is inside that module's figure, their sum is not). Each module's
-  ``port_to_port`` / ``port_to_reg`` / ``reg_to_port`` segments are reported so the worst such
-  join can be bounded (:func:`boundary_bound`).
+* **LUT merging across a boundary**: each module was mapped alone, so the LUTs of a path that
+  crosses a boundary are the ones mapped on each side; a flat mapping could pack the last LUT
+  of one side with the first of the other. The joined depth is an upper bound for such paths.
 * **optimisation across a boundary**: a constant or unused port is not propagated, so logic fed
   by a constant input, or driving an output nobody reads (e.g. PHV fields no later stage uses,
   carried by every stage register), is kept. The sum therefore over-counts somewhat; it never
@@ -233,10 +237,10 @@ def synth_hier(core_text, out: Path, *, jobs=1, timeout=None, cached_only=False,
             done = list(ex.map(one, entries))
     else:
         done = [one(e) for e in entries]
-    return summarise_hier(done, time.perf_counter() - t0)
+    return summarise_hier(done, time.perf_counter() - t0, cache=cache)
 
 
-def summarise_hier(done, wall):
+def summarise_hier(done, wall, cache: Path | None = None, top="netstor_core"):
     """The ``"core"`` entry from ``[(plan entry, run_yosys result)]``."""
     from . import synth as S
     cells = {}
@@ -276,6 +280,8 @@ def summarise_hier(done, wall):
                          **({"recipe": r["recipe"]} if r.get("recipe") else {})}
     tot = S.summarise(cells)
     out = {"ok": not failed, "method": "hierarchical", "cells": cells, **tot,
+           **({"error": f"{len(failed)} of {len(done)} modules not synthesised: "
+               + ", ".join(f["module"] for f in failed)[:300]} if failed else {}),
            "modules_distinct": len(done), "modules_instances": sum(e["instances"] for e, _ in done),
            "failed": failed, "yosys_seconds": round(yosys_s, 1), "wall_seconds": round(wall, 1),
            "modules": dict(sorted(modules.items(), key=lambda kv: -kv[1]["LUT"]))}
@@ -295,4 +301,112 @@ def summarise_hier(done, wall):
                                     "the deepest from any input port (paths that pass "
                                     "through a module port to port, in_to_out, chain further)"},
                         "in_to_out_max": list(seg["in_to_out"])}
+        if cache is not None:
+            try:
+                st = stitched_depth(done, cache, top)
+            except Exception as ex:            # noqa: BLE001 - reported, not fatal
+                st = {"error": repr(ex)[:300]}
+            out["depth"]["across_boundaries"] = {
+                k: st.get(k) for k in ("lut_levels", "max_cells", "path_cell_types",
+                                       "comb_dsp_cells", "cells_joined",
+                                       "modules_not_joined", "comb_loops", "error")
+                if k in st}
+            if "lut_levels" in st and not st.get("modules_not_joined"):
+                out["depth"]["lut_levels_within_modules"] = out["depth"]["lut_levels"]
+                out["depth"]["lut_levels"] = max(st["lut_levels"], out["depth"]["lut_levels"])
     return out
+
+
+def stitched_depth(done, cache: Path, top="netstor_core"):
+    """Logic depth *across* module boundaries: the mapped netlists of every module (from the
+    cache) joined into one graph, each child instance's ports tied to the parent's nets, and
+    the bench's depth walk run on it (:func:`netstor.bench.synth.module_depth`). Each module was
+    mapped on its own, so a path that crosses a boundary has its LUTs on each side counted as
+    mapped there (a flat mapping could merge a LUT or two across the boundary: this is an upper
+    bound for those paths). Modules not synthesised stay black boxes."""
+    from . import synth as S
+    net_of = {}
+    for e, r in done:
+        if r.get("ok"):
+            gz = cache / f"{TOP_NAME}-{r['verilog_sha256']}.netlist.json.gz"
+            for name in e["modules"]:
+                net_of[name] = gz
+    loaded = {}
+    parent = {}
+
+    def find(b):
+        while parent.get(b, b) != b:
+            parent[b] = parent.get(parent[b], parent[b])
+            b = parent[b]
+        return b
+
+    def union(a, b):
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+
+    counter = [1000]
+    cells_out = {}
+    unresolved = []
+
+    def inst(modname, path, portmap):
+        gz = net_of.get(modname)
+        if gz is None:
+            unresolved.append(modname)
+            return False
+        if gz not in loaded:
+            loaded[gz] = S.load_netlist_module(gz, TOP_NAME)
+        mod = loaded[gz]
+        local = {}
+
+        def g(b):
+            if not isinstance(b, int):
+                return b
+            if b not in local:
+                counter[0] += 1
+                local[b] = counter[0]
+            return local[b]
+        if portmap is not None:
+            for pname, pd in mod.get("ports", {}).items():
+                outer = portmap.get(pname)
+                if outer is None:
+                    continue
+                for bi, bo in zip(pd.get("bits", []), outer):
+                    if isinstance(bi, int) and isinstance(bo, int):
+                        union(g(bi), bo)
+        else:
+            top_ports = {pn: {"direction": pd["direction"], "bits": [g(b) for b in pd["bits"]]}
+                         for pn, pd in mod.get("ports", {}).items()}
+            cells_out["__ports__"] = top_ports
+        for cname, c in mod.get("cells", {}).items():
+            t = c["type"].lstrip("\\")
+            conns = {p: [g(b) for b in bits] for p, bits in c["connections"].items()}
+            if t.startswith(TOP_NAME + ".") or t == "xls_ranking" or (
+                    not t[:1].isupper() and "." in t):
+                child = (modname + t[len(TOP_NAME):]) if t.startswith(TOP_NAME + ".") else t
+                if inst(child, path + cname.lstrip("\\") + ".", conns):
+                    continue
+                unresolved_box = dict(c, connections=conns)
+                cells_out[path + cname] = unresolved_box
+                continue
+            cells_out[path + cname] = {"type": c["type"], "connections": conns,
+                                       "port_directions": c.get("port_directions", {}),
+                                       "parameters": c.get("parameters", {})}
+        return True
+
+    inst(top, "", None)
+    ports = cells_out.pop("__ports__", {})
+    for c in cells_out.values():
+        for p, bits in c["connections"].items():
+            c["connections"][p] = [find(b) if isinstance(b, int) else b for b in bits]
+    for pd in ports.values():
+        pd["bits"] = [find(b) if isinstance(b, int) else b for b in pd["bits"]]
+    boxes = {c["type"].lstrip("\\") for c in cells_out.values()
+             if c["type"].lstrip("\\").startswith(TOP_NAME + ".")
+             or c["type"].lstrip("\\") == "xls_ranking"}
+    d = S.module_depth({"cells": cells_out, "ports": ports, "netnames": {}}, boxes)
+    d["cells_joined"] = len(cells_out)
+    d["modules_not_joined"] = sorted(set(unresolved))
+    # where the deepest path runs: the instance paths of its cells are not kept by
+    # module_depth; name the cells' modules instead
+    return d

@@ -136,14 +136,17 @@ def synth_lines(syn):
 def hier_lines(wc, top=8):
     """The whole core's hierarchical run: how it was done, its largest modules, depth."""
     d = wc.get("depth", {})
-    bb = d.get("boundary_bound", {})
+    xb = d.get("across_boundaries", {})
     lines = _wrap(
         f"  whole core, hierarchically: {wc.get('modules_distinct')} distinct modules "
         f"({wc.get('modules_instances')} instances) each synthesised once with its children "
-        f"as black boxes, summed x instances; Yosys {wc.get('yosys_seconds', 0) / 60:.0f} CPU "
-        f"min; deepest module {d.get('module')} at {d.get('lut_levels')} LUT levels; a path "
-        f"across one module boundary <= {bb.get('lut_levels')} (deepest into an output port "
-        f"{bb.get('to_out')}, from an input port {bb.get('from_in')})", "    ")
+        f"as black boxes, summed x instances; Yosys {wc.get('yosys_seconds', 0) / 60:.0f} min "
+        f"(sum of the runs' wall times); deepest module {d.get('module')} at "
+        f"{d.get('lut_levels_within_modules', d.get('lut_levels'))} LUT levels; across module "
+        f"boundaries (mapped netlists joined): {xb.get('lut_levels', '-')} LUT levels"
+        + (f" ({xb.get('path_cell_types')})" if xb.get("path_cell_types") else "")
+        + (f", not joined: {', '.join(xb['modules_not_joined'])}"
+           if xb.get("modules_not_joined") else ""), "    ")
     if wc.get("failed"):
         lines += _wrap("  NOT synthesised: " + ", ".join(f["module"] for f in wc["failed"]),
                        "    ")

@@ -331,7 +331,11 @@ def netlist_depth(path: Path, top, boxes=()):
     too; ``port_segments`` gives the longest paths that touch a port (``from_in``: starting at
     an input port, ``to_out``: ending at an output port, ``in_to_out``: both), which a path
     crossing into or out of this module adds to its neighbour's segment."""
-    boxes = {b.lstrip("\\") for b in boxes}
+    return module_depth(load_netlist_module(path, top), boxes)
+
+
+def load_netlist_module(path: Path, top):
+    """Module ``top`` of a ``write_json`` netlist (gzipped or not)."""
     if str(path).endswith(".gz"):
         with gzip.open(path, "rt") as f:
             j = json.load(f)
@@ -341,6 +345,12 @@ def netlist_depth(path: Path, top, boxes=()):
     mod = next((v for k, v in mods.items() if k.lstrip("\\") == top), None)
     if mod is None:
         mod = max(mods.values(), key=lambda m: len(m.get("cells", {})))
+    return mod
+
+
+def module_depth(mod, boxes=()):
+    """:func:`netlist_depth` of one module dict of a ``write_json`` netlist."""
+    boxes = {b.lstrip("\\") for b in boxes}
     cells = mod.get("cells", {})
     # a readable name per net bit (for reporting where the longest path runs)
     bitname = {}

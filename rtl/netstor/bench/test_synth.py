@@ -253,3 +253,34 @@ def test_depth_box_ends_and_starts_paths_and_port_segments(tmp_path):
     assert d["port_segments"] == {"from_in": 2, "to_out": 3, "in_to_out": 0}
     d = synth.netlist_depth(path, "top")       # unknown cell: a combinational node
     assert d["lut_levels"] == 9
+
+
+def test_stitched_depth_joins_paths_through_child_ports(tmp_path):
+    """Parent: FF -> 2 LUTs -> child.a; child.y -> 3 LUTs -> FF. Child: a -> 4 LUTs -> y
+    (combinational). Alone, the parent's deepest path is 3 and the child's 4; joined, the path
+    FF -> 2 + 4 + 3 LUTs -> FF is 9 levels."""
+    import gzip
+    from netstor.bench import hier
+    par = _Net()
+    q = par.ff("r0", par.new())
+    a = par.chain("pre", q, 2)
+    y = par.new()
+    par.cell("c", "bench_mod.c", {"a": a}, {"y": y})
+    par.ff("r1", par.chain("post", y, 3))
+    ch = _Net()
+    ca = ch.new()
+    cy = ch.chain("mid", ca, 4)
+    ch.ports = {"a": {"direction": "input", "bits": ca},
+                "y": {"direction": "output", "bits": cy}}
+    done = []
+    for name, net, boxes in (("top", par, ["bench_mod.c"]), ("top.c", ch, [])):
+        key = name.replace(".", "_")
+        mod = {"cells": net.cells, "ports": net.ports, "netnames": {}}
+        with gzip.open(tmp_path / f"bench_mod-{key}.netlist.json.gz", "wt") as f:
+            json.dump({"modules": {"bench_mod": mod}}, f)
+        done.append(({"modules": [name], "instances": 1, "boxes": boxes},
+                     {"ok": True, "verilog_sha256": key}))
+    d = hier.stitched_depth(done, tmp_path, top="top")
+    assert d["lut_levels"] == 9 and d["modules_not_joined"] == []
+    assert synth.module_depth({"cells": par.cells, "ports": {}}, ["bench_mod.c"])[
+        "lut_levels"] == 3
