@@ -31,6 +31,10 @@ Latency: a copy's first beat is on ``o`` 3 cycles after the engine offers it (re
 output, output register; the engine's first copy comes 5 cycles after the descriptor), so 8
 cycles from ``desc`` with everything idle.
 Throughput: one beat per clock.
+
+Size (Yosys ``synth_xilinx``, this block alone: 4,096 groups, 512-beat ring, 97-bit tuser): 47
+RAMB36 (37 the group memory, 10 the ring), ~480 LUT + 30 RAM32M16 (the engine's FIFOs), 1,607
+FF, 6 LUT levels (the engine's prefetch credit).
 """
 
 from __future__ import annotations
