@@ -414,7 +414,8 @@ def test_lpm_hashed_matches_the_model_with_updates_during_lookups():
 def test_lpm_hashed_model_is_longest_prefix_at_16k():
     """The bench's table (32-bit keys, 64K slots in 64 banks): 16,384 routes with a
     BGP-like length mix fit; the model (what the gateware computes) gives the longest
-    installed route for random keys, after adds and after deletions."""
+    installed route for random keys, after adds and after deletions; a second writer loads
+    the table from its words."""
     p = Program("t")
     dst, nh = p.meta("dst", 32), p.meta("nh", 16)
     t = p.add(Table("r", kind="lpm", key=[dst], size=1 << 16, lpm_banks=64,
@@ -449,6 +450,13 @@ def test_lpm_hashed_model_is_longest_prefix_at_16k():
             (lengths if mem.endswith(".lengths") else words)[addr] = w
         del routes[(pre, plen)]
     check()
+    # a new writer takes the table over from the words read back (lengths inferred)
+    tw2 = TableWriter(pl)
+    tw2.load_shadow(t.qualname, words)
+    assert tw2.lpm_entries(t.qualname) == tw.lpm_entries(t.qualname)
+    assert tw2._lpm[t.qualname].bank_len == tw._lpm[t.qualname].bank_len
+    pre, plen = next(iter(routes))
+    assert tw2.lpm_delete(t.qualname, pre, plen) == tw.lpm_delete(t.qualname, pre, plen)
 
 
 def test_lpm_hashed_compiled_model_agrees():
