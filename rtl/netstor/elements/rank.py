@@ -1,7 +1,7 @@
 """``Rank``: the best of up to 8 replicas by a pipelined ranking core (NetRS's replica
 selection).
 
-Gateware: L + 1 cycles, L the core's pipeline latency (8 for NetRS's XLS core). The core is fed
+Gateware: L + 1 cycles, L the core's pipeline latency (11 for NetRS's XLS core). The core is fed
 from the PHV; the PHV and the condition wait in an L-deep shift register; the results are merged
 and registered. One selection per clock. Ingress only.
 """

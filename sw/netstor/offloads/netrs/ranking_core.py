@@ -53,14 +53,14 @@ DSLX_MODULE = "ranking"
 TOP_FN = "rank"
 MODULE = "xls_ranking"
 #: pipeline stages handed to the XLS scheduler (see hls/README.md for the choice)
-STAGES = 7
+STAGES = 10
 #: XLS delay model used to balance the stages ("unit", "asap7" and "sky130" ship in the wheel)
 DELAY_MODEL = "asap7"
 #: cycles from ``input_valid`` (with its operands) to ``output_valid`` (with the result), for
 #: the default schedule: input flops + (STAGES - 1) stage registers + output flops
 LATENCY = STAGES + 1
 #: bump when the build options below change meaning (invalidates build/hls)
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 
 CLOCK, RESET, VALID_IN, VALID_OUT, OUTPUT = "clk", "rst", "input_valid", "output_valid", "out"
 
@@ -222,12 +222,18 @@ def _codegen(stages, delay_model, module_name, src):
 
 
 def _lint_pragmas(text):
-    """Wrap the declarations of XLS' product wires in ``verilator lint_off UNUSEDSIGNAL``:
-    every fixed-point product is floored (``>> 4`` or ``>> 8``), so its low bits are unused by
-    design (Verilator -Wall would flag exactly those). Nothing else is touched."""
-    return re.sub(r"^(\s*)(wire\s+\[\d+:0\]\s+\w*umul\w*;)$",
-                  r"\1/* verilator lint_off UNUSEDSIGNAL */ \2 /* verilator lint_on UNUSEDSIGNAL */",
-                  text, flags=re.M)
+    """Wrap the declarations of XLS' product wires (those assigned from one of its ``umul``
+    functions) in ``verilator lint_off UNUSEDSIGNAL``: every fixed-point product is floored
+    (``>> 4`` or ``>> 8``), so its low bits are unused by design (Verilator -Wall would flag
+    exactly those). Nothing else is touched."""
+    products = set(re.findall(r"^\s*assign\s+(\w+)\s*=\s*umul\w*\(", text, flags=re.M))
+
+    def wrap(m):
+        if m.group(3) not in products and "umul" not in m.group(3):
+            return m.group(0)
+        return (f"{m.group(1)}/* verilator lint_off UNUSEDSIGNAL */ {m.group(2)} "
+                f"/* verilator lint_on UNUSEDSIGNAL */")
+    return re.sub(r"^(\s*)(wire\s+\[\d+:0\]\s+(\w+);)$", wrap, text, flags=re.M)
 
 
 def ranking_verilog(stages: int = STAGES, *, delay_model: str = DELAY_MODEL,
