@@ -181,6 +181,7 @@ def script_abc(top):
             f"xilinx_dffopt\n"
             f"opt_lut_ins -tech xilinx\n"
             f"clean\n"
+            f"blackbox =A:whitebox\n"
             f"tee -q -o stat.json stat -json\n"
             f"write_json netlist.json\n")
 
@@ -284,6 +285,8 @@ def summarise_hier(done, wall, cache: Path | None = None, top="netstor_core"):
                + ", ".join(f["module"] for f in failed)[:300]} if failed else {}),
            "modules_distinct": len(done), "modules_instances": sum(e["instances"] for e, _ in done),
            "failed": failed, "yosys_seconds": round(yosys_s, 1), "wall_seconds": round(wall, 1),
+           "peak_rss_mib": max((m.get("peak_rss_mib") or 0 for m in modules.values()),
+                               default=None),
            "modules": dict(sorted(modules.items(), key=lambda kv: -kv[1]["LUT"]))}
     if deepest:
         out["depth"] = {"lut_levels": deepest[1]["lut_levels"], "module": deepest[0],
@@ -307,7 +310,7 @@ def summarise_hier(done, wall, cache: Path | None = None, top="netstor_core"):
             except Exception as ex:            # noqa: BLE001 - reported, not fatal
                 st = {"error": repr(ex)[:300]}
             out["depth"]["across_boundaries"] = {
-                k: st.get(k) for k in ("lut_levels", "max_cells", "path_cell_types",
+                k: st.get(k) for k in ("lut_levels", "max_cells", "path_cell_types", "path_modules",
                                        "comb_dsp_cells", "cells_joined",
                                        "modules_not_joined", "comb_loops", "error")
                 if k in st}
@@ -404,7 +407,15 @@ def stitched_depth(done, cache: Path, top="netstor_core"):
     boxes = {c["type"].lstrip("\\") for c in cells_out.values()
              if c["type"].lstrip("\\").startswith(TOP_NAME + ".")
              or c["type"].lstrip("\\") == "xls_ranking"}
-    d = S.module_depth({"cells": cells_out, "ports": ports, "netnames": {}}, boxes)
+    d = S.module_depth({"cells": cells_out, "ports": ports, "netnames": {}}, boxes,
+                       full_chain=True)
+    mods_on_path = []
+    for c in d.pop("path_cells_all", []):
+        cut = min([i for i in (c.find("$"), c.find("\\")) if i >= 0], default=len(c))
+        m = c[:cut].rstrip(".") or top
+        if not mods_on_path or mods_on_path[-1] != m:
+            mods_on_path.append(m)
+    d["path_modules"] = mods_on_path
     d["cells_joined"] = len(cells_out)
     d["modules_not_joined"] = sorted(set(unresolved))
     # where the deepest path runs: the instance paths of its cells are not kept by

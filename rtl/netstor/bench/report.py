@@ -144,7 +144,8 @@ def hier_lines(wc, top=8):
         f"(sum of the runs' wall times); deepest module {d.get('module')} at "
         f"{d.get('lut_levels_within_modules', d.get('lut_levels'))} LUT levels; across module "
         f"boundaries (mapped netlists joined): {xb.get('lut_levels', '-')} LUT levels"
-        + (f" ({xb.get('path_cell_types')})" if xb.get("path_cell_types") else "")
+        + (f" ({xb.get('path_cell_types')}; through {' -> '.join(xb.get('path_modules') or [])})"
+           if xb.get("path_cell_types") else "")
         + (f", not joined: {', '.join(xb['modules_not_joined'])}"
            if xb.get("modules_not_joined") else ""), "    ")
     if wc.get("failed"):

@@ -348,8 +348,9 @@ def load_netlist_module(path: Path, top):
     return mod
 
 
-def module_depth(mod, boxes=()):
-    """:func:`netlist_depth` of one module dict of a ``write_json`` netlist."""
+def module_depth(mod, boxes=(), full_chain=False):
+    """:func:`netlist_depth` of one module dict of a ``write_json`` netlist (``full_chain``:
+    also every cell name on the deepest path, ``path_cells_all``)."""
     boxes = {b.lstrip("\\") for b in boxes}
     cells = mod.get("cells", {})
     # a readable name per net bit (for reporting where the longest path runs)
@@ -526,6 +527,12 @@ def module_depth(mod, boxes=()):
         if len(ends) >= 4:
             break
     lut_levels, ncells = best[end]
+    chain = []
+    n = end
+    while n is not None and len(chain) < 200:
+        chain.append(names[node_cell[n]])
+        n = back.get(n)
+    chain.reverse()
     # the same on cell count alone (may be a different path)
     max_cells = max(v[1] for v in best.values())
     return {"lut_levels": lut_levels, "cells_on_that_path": ncells, "max_cells": max_cells,
@@ -533,7 +540,10 @@ def module_depth(mod, boxes=()):
             "path_to": sorted(ends)[:4], "comb_dsp_cells": comb_dsp,
             "dsp_on_that_path": sum(1 for t in path if t.startswith("DSP48")),
             "lut_levels_through_comb_dsp": max(via_dsp.values(), default=None),
-            "comb_loops": loops, "port_segments": segs}
+            "comb_loops": loops, "port_segments": segs,
+            "path_cells": chain[:3] + (["..."] if len(chain) > 6 else []) + chain[-3:]
+            if len(chain) > 6 else chain,
+            **({"path_cells_all": chain} if full_chain else {})}
 
 
 
