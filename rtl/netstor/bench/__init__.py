@@ -8,19 +8,23 @@ Writes into ``--out``:
   (see :mod:`netstor.bench.pipeline`);
 * ``synth.json``: Yosys ``synth_xilinx -family xcup`` per block (the parser, deparser, buffers,
   arbiter, CSR block, TX completions and **every element instance** of the default programs,
-  ``element:<program>.<name>``), for the whole core (``"core"``: ``netstor_core`` flattened with
-  the Verilog its elements instantiate, e.g. the Rank element's XLS core) and for the optional
+  ``element:<program>.<name>``), for the whole core (``"core"``: ``netstor_core`` with the
+  Verilog its elements instantiate, e.g. the Rank element's XLS core, synthesised hierarchically
+  by :mod:`netstor.bench.hier`: every distinct module once, summed, depth on the joined mapped
+  netlists) and for the optional
   standalone benches (``"standalone"``: big banks and tables, :data:`STANDALONE_BENCHES`): LUT,
   FF, BRAM, URAM, DSP, logic depth, share of an XCU250; ``"max_depth"`` names the deepest block
   and every block above 8 LUT levels (see :mod:`netstor.bench.synth`);
 * ``summary.txt``: the one-screen summary printed at the end (every figure read from the JSON);
 * ``bench.json``: index (files, commands, runtimes, the git revision measured).
 
-The whole-core synthesis is the longest part (WebAssembly Yosys, one process; its wall time
-and peak RSS are in ``synth.json["core"]``), so it is an option (``--core-synth``, ``make bench
-BENCH_CORE=1``): measured on the shared 2-core machine it had used 9 CPU minutes and 1.9 GB
-and was still in Yosys' coarse passes after 70 minutes. When asked for, it runs in a
-background thread while the simulation and the per-block syntheses run. Every result is
+The whole-core synthesis is the longest part (49 module runs of WebAssembly Yosys, about an hour
+on the shared machine the first time, then cached per module), so it is an option
+(``--core-synth``, ``make bench BENCH_CORE=1``; ``--core-only`` runs it alone and merges it into
+synth.json). A flattened run (``--core-flat``) is one serial process over the whole design: on
+the shared 2-core machine it had used 9 CPU minutes and 1.9 GB and was still in Yosys' memory
+passes after 85 minutes. When asked for, it runs in a background thread while the simulation
+and the per-block syntheses run. Every result is
 cached by the hash of its Verilog (``synth_cache/``), so a rerun without gateware changes is
 quick and ``--cached-only`` prints the table from the cache without running Yosys.
 """
