@@ -3,7 +3,7 @@
 Implements the "Parser" section of ``docs/dataplane-spec.md``. It looks at the first 128 bytes
 of the frame (the first two 512-bit beats), which always hold Ethernet, one optional 802.1Q
 tag, IPv4 with up to 40 bytes of options, UDP and the ``APP_BYTES``-byte application window
-(18 + 60 + 8 + 32 = 118 bytes at 32; the window allows up to 42 = 128 - 86).
+(18 + 60 + 8 + 42 = 128 bytes at 42, the most the window allows: 128 - 86).
 
 Ports (:class:`Parser`): ``i``, the arbiter's beat stream (:func:`~.axis.flow_signature` of
 :func:`~.axis.arb_layout`: never stalled, beats of a packet on consecutive cycles); ``o``, the

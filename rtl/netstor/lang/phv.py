@@ -7,16 +7,18 @@ Byte order: every header field is big-endian on the wire (network order). A fiel
 at byte offset ``o`` of its header holds the integer formed by the wire bytes ``o..`` read
 most-significant byte first. In the PHV a field is an unsigned integer of ``w`` bits.
 
-The parser fills fixed headers (``eth``, ``vlan``, ``ipv4``, ``udp``) and a 32-byte window
-``app`` that starts right after the UDP header. Programs declare their storage header as
+The parser fills fixed headers (``eth``, ``vlan``, ``ipv4``, ``udp``) and a 42-byte window
+``app`` that starts right after the UDP header (42 = a 16-byte key after a 26-byte offload
+header, e.g. NetRS's; it is the most the two-beat window holds behind a VLAN tag and 60 bytes of
+IPv4: 18 + 60 + 8 + 42 = 128). Programs declare their storage header as
 named fields inside ``app`` (see :class:`netstor.lang.program.HeaderLayout`); the window is a
 union of all programs' headers and only the program whose UDP port matched
 (``meta.hdr_type``) should read it.
 
 Window layout of the header area (first 128 bytes of the frame)::
 
-    0      12   (16)  14|18          +IHL*4      +8          +40
-    | dst | src |vlan| type | IPv4 (20..60 B) | UDP (8 B) | app window (32 B) |
+    0      12   (16)  14|18          +IHL*4      +8          +50
+    | dst | src |vlan| type | IPv4 (20..60 B) | UDP (8 B) | app window (42 B) |
 
 Writable fields are written back into the frame by the deparser; read-only fields (lengths,
 protocol, version, checksums) are recomputed or preserved by it.
@@ -30,7 +32,7 @@ __all__ = ["PhvField", "HEADER_FIELDS", "META_FIELDS", "APP_BYTES", "WINDOW_BYTE
            "HDR_TYPE_NONE", "PARSE_OK", "PARSE_ERRORS", "Phv"]
 
 #: bytes of the application header window after the UDP header
-APP_BYTES = 32
+APP_BYTES = 42
 #: bytes of the frame the parser looks at (two 512-bit beats)
 WINDOW_BYTES = 128
 

@@ -2,7 +2,7 @@
 import pytest
 
 from netstor.elements import Compute, Hash, RegisterOp, Table
-from netstor.lang import Program, Action, Set, Pipeline, F, Const
+from netstor.lang import Program, Action, Set, Pipeline, F, Const, APP_BYTES
 from netstor.lang.schema import program_schema
 from netstor.programs import default_pipeline
 
@@ -69,7 +69,17 @@ def test_header_must_fit_window():
     with pytest.raises(ValueError, match="multiple of 16"):
         p.header([("x", 8)])
     with pytest.raises(ValueError, match="at most"):
-        p.header([("x", 272)])
+        p.header([("x", APP_BYTES * 8 + 16)])
+
+
+def test_header_fills_whole_window():
+    """A 26-byte offload header and a 16-byte key fill the 42-byte window: fields are placed
+    from its top (byte 0 = the most significant bits of ``app``), the key in its last 16 bytes."""
+    assert APP_BYTES == 42
+    p = Program("full", udp_port=1)
+    p.header([("hdr", 26 * 8), ("key", 16 * 8)])
+    assert p.header_bytes == 42
+    assert p.header_views() == [("full.hdr", 128, 208), ("full.key", 0, 128)]
 
 
 def test_stages_follow_bit_level_dependencies():
@@ -99,9 +109,10 @@ def test_stages_follow_bit_level_dependencies():
                    ["z.l"]]                                         # after x.e and y.i
     # views are bit ranges of app (byte 0 = the most significant); selected is a read
     rd, wr = pl.access(y.elements[0])
-    assert wr == {("app", 248, 256)} and ("meta.hdr_type", 0, 4) in rd
-    assert pl.access(x.elements[0])[1] == {("app", 240, 256)}
-    assert pl.access(z.elements[0])[0] == {("app", 0, 256)}       # a slice reads its field
+    A = APP_BYTES * 8
+    assert wr == {("app", A - 8, A)} and ("meta.hdr_type", 0, 4) in rd
+    assert pl.access(x.elements[0])[1] == {("app", A - 16, A)}
+    assert pl.access(z.elements[0])[0] == {("app", 0, A)}         # a slice reads its field
     # every element of x and y carries `selected`; base's and z's do not
     assert all(f"selected({e.program.name})" in repr(e.when) for e in x.elements + y.elements)
     assert not any("selected" in repr(e.when) for e in base.elements + z.elements)

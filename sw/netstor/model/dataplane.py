@@ -266,7 +266,8 @@ class DataplaneModel:
         if not 0 <= ingress_port <= 2 * P:
             raise ValueError(f"ingress port {ingress_port} out of range 0..{2 * P}")
         L = len(frame)
-        # bytes at or beyond L read as zero: the parser window is at most 18+60+8+32 bytes
+        # bytes at or beyond L read as zero: the parser window is at most 18+60+8+APP_BYTES
+        # = 128 bytes
         b = bytes(frame[:128]) + bytes(max(0, 128 - L))
 
         def be(lo, n):
@@ -363,7 +364,7 @@ class DataplaneModel:
             put(u + 2, 2, phv["udp.dport"])
             new = bytes(out[l3 + 12:l3 + 20]) + bytes(out[u:u + 4])
             if phv["meta.hdr_type"] != 0:
-                # spec: "the 16 words of app that lie inside the frame". Reading: a word
+                # spec: "the APP_BYTES/2 words of app that lie inside the frame". Reading: a word
                 # takes part only if both of its bytes are at offsets < L (a word cut by the
                 # frame end is left out; its in-frame byte is still written).
                 a = u + 8

@@ -30,7 +30,8 @@ import pytest
 
 from netstor.driver.tables import TableWriter, apply_writes
 from netstor.elements import Compute, Hash, RegisterOp, Table
-from netstor.lang import Action, Element, F, Pipeline, Program, Set, Mux, Cat, Const, Old
+from netstor.lang import (Action, Element, F, Pipeline, Program, Set, Mux, Cat, Const, Old,
+                          APP_BYTES)
 from netstor.lang.expr import Expr, _BinOp, _CmpOp
 from netstor.model import DataplaneModel, MAX_FRAME
 from netstor.model.compiled import CompiledModel, Codegen
@@ -724,18 +725,22 @@ def edge_pipeline():
     p.add_egress(Compute("eport", [Set(h["e"], Cat(F.meta.egress_port, Const(0xA, 4)))],
                          when=F.meta.rid == 0))
     p.add_egress(Popcount("epop", x, F.meta.egress_port, when=F.meta.rid == 7))
+    # a header that fills the whole window: a 26-byte offload header, then a 16-byte key in
+    # the window's last bytes, read and rewritten
     other = Program("other", udp_port=0x7001)
-    oh = other.header([("k", 16)])
+    oh = other.header([("k", 16), ("mid", 26 * 8 - 16), ("key", 128)])
     other.add(Compute("bump", [Set(oh["k"], oh["k"] + 1), Set(F.ipv4.ttl, Mux(
-        F.ipv4.ttl > 3, F.ipv4.ttl - 3, 0))]))
+        F.ipv4.ttl > 3, F.ipv4.ttl - 3, 0)), Set(oh["key"], Cat(oh["key"][64:128] ^ oh["k"],
+                                                               oh["key"][0:64]))]))
     # a program without a UDP port that reads the app window (so it is always extracted) and
     # rewrites every other deparsed field
     raw = Program("raw")
     sel = F.udp.sport[0:2] == 1
-    raw.add(Compute("rw", [Set(F.ipv4.ident, Cat(F.app[0:8], F.app[248:256])),
+    A = APP_BYTES * 8
+    raw.add(Compute("rw", [Set(F.ipv4.ident, Cat(F.app[0:8], F.app[A - 8:A])),
                            Set(F.vlan.tci, F.vlan.tci + F.app[100:104]),
                            Set(F.ipv4.src, F.ipv4.src ^ 0x10001),
-                           Set(F.udp.dport, Mux(F.app[255:256] == 1, F.udp.dport, 0x7000))],
+                           Set(F.udp.dport, Mux(F.app[A - 1:A] == 1, F.udp.dport, 0x7000))],
                     when=sel))
     return Pipeline([raw, p, other], n_ports=3, mcast_groups=8, max_recirc=3)
 

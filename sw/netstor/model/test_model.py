@@ -10,7 +10,7 @@ from scapy.all import Ether, Dot1Q, IP, UDP, Raw, ARP, IPOption
 from scapy.layers.inet6 import IPv6
 
 from netstor.elements import Compute, Hash, RegisterOp, Table
-from netstor.lang import Program, Pipeline, Action, Set, F, Field, PARSE_ERRORS
+from netstor.lang import Program, Pipeline, Action, Set, F, Field, PARSE_ERRORS, APP_BYTES
 from netstor.programs import default_pipeline
 from netstor.programs.primitives import (PRIM_UDP_PORT, OP_FORWARD, OP_CAS, OP_MAX, OP_MCAST,
                                          OP_RECIRC, OP_CLONE)
@@ -366,7 +366,7 @@ def test_parse_good_fields(m):
     assert phv["meta.ingress_port"] == 3 and phv["meta.egress_port"] == 1
     assert phv["meta.pkt_len"] == len(f) and phv["meta.arrival"] == 99
     assert phv["udp.dport"] == PRIM_UDP_PORT and phv["ipv4.ttl"] == 64
-    assert phv["app"] >> (256 - 32) == (OP_FORWARD << 24) | 7
+    assert phv["app"] >> (APP_BYTES * 8 - 32) == (OP_FORWARD << 24) | 7
     assert m.view(phv, "prim.tag") == 7 and m.view(phv, "prim.op") == OP_FORWARD
 
 

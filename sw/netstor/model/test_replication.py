@@ -5,6 +5,7 @@ import pytest
 from scapy.all import Ether, Dot1Q, IP, UDP, Raw, IPOption
 
 from netstor.driver.tables import TableWriter, apply_writes
+from netstor.lang import APP_BYTES
 from netstor.model import DataplaneModel
 from netstor.model.replication import (GROUP_BITS, encode_group, decode_group, group_copies,
                                        truncate_frame)
@@ -74,7 +75,7 @@ def _phv(frame):
     return trust_everything(DataplaneModel(default_pipeline())).parse(frame, 0)
 
 
-APP = bytes(range(32))
+APP = bytes(range(APP_BYTES))
 
 
 def test_truncate_prim_packet_scapy():
@@ -85,9 +86,9 @@ def test_truncate_prim_packet_scapy():
     phv = _phv(f)
     assert phv["meta.hdr_type"] != 0
     out = truncate_frame(f, phv)
-    # headers end at 14 + 20 + 8 + 32 = 74: IPv4 total length 60, UDP length 40 (by hand)
-    assert len(out) == 74
-    assert out[16:18] == (60).to_bytes(2, "big") and out[38:40] == (40).to_bytes(2, "big")
+    # headers end at 14 + 20 + 8 + 42 = 84: IPv4 total length 70, UDP length 50 (by hand)
+    assert APP_BYTES == 42 and len(out) == 84
+    assert out[16:18] == (70).to_bytes(2, "big") and out[38:40] == (50).to_bytes(2, "big")
     ref = bytes(Ether(dst="02:00:00:00:00:99", src="02:00:00:00:00:98")
                 / IP(src="192.0.2.1", dst="10.1.2.3", ttl=64, id=0x1234)
                 / UDP(sport=7000, dport=PRIM_UDP_PORT) / Raw(APP))
