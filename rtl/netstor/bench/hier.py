@@ -1,11 +1,16 @@
 """The whole core synthesised hierarchically: every distinct module of ``netstor_core`` once.
 
-Why not flattened: ``synth_xilinx -flatten`` on the whole core (8.4 MB of Verilog, ~190k lines,
-63 modules) is one Yosys process over a single module of a few million cells; every pass
-(``opt``'s merge/clean/dff passes, ``memory_dff``/``memory_libmap``/``memory_map``, ``share``,
-``abc9``) then walks the whole design, several of them repeatedly, and the WebAssembly Yosys had
-not finished mapping memories after 85 min at 1.9 GB (see the findings written by
-:func:`synth_hier`, which also times every module's passes).
+Why not flattened: ``synth_xilinx -flatten`` on the whole core (8.4 MB of Verilog, 63 modules)
+is one WebAssembly Yosys process (one core, a 4 GiB address space, no cache). Measured on an idle
+core (``yosys -t``, commit 6087d09): reading and ``proc`` take ~1 min, but each ``opt`` of the
+flat design runs its fixpoint loop 40-55 times (``opt`` in ``prepare``: 43 and 55 iterations,
+~250 s each; the one in ``coarse``: 40+ iterations), because ``opt_dff`` turns a flip-flop with
+a constant input into a constant and the next flip-flop of a chain only in the next iteration:
+constant bits ride the delay lines and the 13 stages' PHV registers one register per iteration,
+and every iteration walks the whole design (~5 s each, 1.6 GB). Under the CI the process got
+~13 % of a core, so the earlier run was still in the memory passes after 85 min. Per module
+those chains are short (a module's opt converges in a few iterations), the runs are cached by
+their Verilog and two run at a time.
 
 What is done instead (the usual out-of-context flow of an EDA engineer): the generated Verilog is
 split into its modules (Amaranth writes one module per instance, so nothing is shared by two
