@@ -29,8 +29,10 @@ Why ``synth_xilinx -uram`` gives 58 URAM288 for 128K x 64 (``memory_libmap`` deb
   not of the two expressions. Without it libmap needs three ports and builds two copies, each
   with the write on B and one read on A: 2 x 29 = 58.
 * **The fix is a one-term change in the element**, logically redundant: read enable
-  ``host & ~host_we & ~packet_we`` (or ``& ~we``). ``"uram_mapping_read_gated"`` measures it
-  on the same Verilog with that term added (``_gate_host_read``): 29 URAM288.
+  ``host & ~host_we & ~packet_we`` (or ``& ~we``). ``"uram_mapping_read_gated"`` measured it
+  on the Verilog of that time with the term added (``_gate_host_read``): 29 URAM288. The
+  element now has the term (``elements/register.py``), so ``"uram_mapping"`` itself should
+  give 29 and the gated what-if the same (not re-run since).
 """
 from __future__ import annotations
 

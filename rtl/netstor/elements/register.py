@@ -32,9 +32,9 @@ clock there is no free port cycle (port A reads and port B writes every clock), 
 ``HOST_RETRY`` cycles while the request waits); the data path answers with an ingress bubble
 (``IngressArbiter.hold``: no new packet granted that cycle; a packet in progress is not cut, and
 its later beats are bubbles of the header path anyway). The bubble reaches the bank's C stage
-D cycles later, D = 1 (arbiter) + the parser's 4 + the latencies of the stages before the
-bank's + 2. Worst case from ``req`` to ``ack``: HOST_PATIENCE + D + 2 cycles, at most
-8 + 64 + 2 = 74 cycles (< 0.3 us at 250 MHz) with the header path's 64-cycle budget; one
+D cycles later, D = 2 (the data path's register on ``hold``, the arbiter) + the parser's 4 + the
+latencies of the stages before the bank's + 2. Worst case from ``req`` to ``ack``:
+HOST_PATIENCE + D + 2 cycles, at most 8 + 65 + 2 = 75 cycles (< 0.3 us at 250 MHz) with the header path's 64-cycle budget; one
 bubble (one packet-clock) per starved host access.
 """
 from __future__ import annotations
@@ -228,7 +228,11 @@ def _elaborate_rmw(op, m, pipeline, valid_in, phv_in, csr, prefix):
     m.d.comb += [w_we.eq(w_pwe | (w_host & w_hwe)),
                  w_data.eq(Mux(w_host, port.wdata, w_new)),
                  wp.en.eq(w_we), wp.addr.eq(w_idx), wp.data.eq(w_data),
-                 bp.addr.eq(w_idx), bp.en.eq(w_host & ~w_hwe)]
+                 bp.addr.eq(w_idx),
+                 # `~w_pwe` is implied (the host gets port B only in cycles without a packet
+                 # write) but Yosys cannot see it: without it a URAM bank is built twice, as a
+                 # URAM port does not read in a cycle it writes (128K x 64: 58 URAM288, not 29)
+                 bp.en.eq(w_host & ~w_hwe & ~w_pwe)]
     h1_we, h2_we = ctl("h1_we"), ctl("h2_we")
     h1_idx, h2_idx = data_reg("h1_idx", ib), data_reg("h2_idx", ib)
     h1_data, h2_data = data_reg("h1_data", w), data_reg("h2_data", w)

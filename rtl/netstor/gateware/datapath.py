@@ -39,7 +39,7 @@ Port numbering is the spec's (``docs/dataplane-spec.md``): inputs ``0..P-1`` wir
 
 from __future__ import annotations
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -167,7 +167,11 @@ class Datapath(wiring.Component):
         for k in range(nin):
             wiring.connect(m, bufs[k].o, arb.i[k])
         if self.slot_requests:
-            m.d.comb += arb.hold.eq(or_tree(self.slot_requests))
+            # registered: the banks' requests come from deep in the pipeline, and the arbiter's
+            # grant feeds every input buffer's ready (11 LUT levels across the blocks unregistered)
+            hold = Signal()
+            m.d.sync += hold.eq(or_tree(self.slot_requests))
+            m.d.comb += arb.hold.eq(hold)
         in_ctr = m.submodules.in_counter = PacketCounter(arb_layout(dw, UW), nin)
         for k in range(nin):
             m.d.comb += [ctr[f"in{k}.pkts"].eq(in_ctr.pkts[k]),
