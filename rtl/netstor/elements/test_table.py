@@ -69,21 +69,25 @@ def _run(pl, t, writes_rounds, lookups_rounds, out_fields, key_fields, during=No
         ctx.set(p.req, 0)
         return rd
 
+    async def run_lookups(ctx, lookups):
+        """One lookup per clock; the outputs, ``lat`` cycles later, in order."""
+        got = []
+        for k in range(len(lookups) + lat):
+            if k < len(lookups):
+                for name, v in zip(key_fields, lookups[k]):
+                    ctx.set(HwEnv(pl, phv_in).field(name), v)
+            ctx.set(vin, int(k < len(lookups)))
+            await ctx.tick()
+            if k + 1 >= lat and len(got) < len(lookups):
+                assert ctx.get(vout) == 1
+                got.append(tuple(ctx.get(HwEnv(pl, pout).field(n)) for n in out_fields))
+        return got
+
     async def bench(ctx):
         for writes, lookups in zip(writes_rounds, lookups_rounds):
             for mem, addr, word in writes:
                 await access(ctx, ports[mem], addr, word)
-            got = []
-            for k in range(len(lookups) + lat):
-                if k < len(lookups):
-                    for name, v in zip(key_fields, lookups[k]):
-                        ctx.set(HwEnv(pl, phv_in).field(name), v)
-                ctx.set(vin, int(k < len(lookups)))
-                await ctx.tick()
-                if k + 1 >= lat and len(got) < len(lookups):
-                    assert ctx.get(vout) == 1
-                    got.append(tuple(ctx.get(HwEnv(pl, pout).field(n)) for n in out_fields))
-            results.append(got)
+            results.append(await run_lookups(ctx, lookups))
         if during is not None:
             state["stream"] = True
             gaps = random.Random(5)
@@ -101,17 +105,7 @@ def _run(pl, t, writes_rounds, lookups_rounds, out_fields, key_fields, during=No
     async def stream(ctx):
         while not state["stream"]:
             await ctx.tick()
-        lookups, got = during[1], []
-        for k in range(len(lookups) + lat):
-            if k < len(lookups):
-                for name, v in zip(key_fields, lookups[k]):
-                    ctx.set(HwEnv(pl, phv_in).field(name), v)
-            ctx.set(vin, int(k < len(lookups)))
-            await ctx.tick()
-            if k + 1 >= lat and len(got) < len(lookups):
-                assert ctx.get(vout) == 1
-                got.append(tuple(ctx.get(HwEnv(pl, pout).field(n)) for n in out_fields))
-        results.append(got)
+        results.append(await run_lookups(ctx, during[1]))
         state["stream"] = False
 
     sim = Simulator(m)
