@@ -532,9 +532,13 @@ class Device:
         word = self.client.mem_read("tm.mcast", group)
         return [(p, (word >> (P2 + 16 * p)) & 0xFFFF) for p in range(P2) if word >> p & 1]
 
-    def mcast_dump(self):
-        return {g: m for g in range(1, self.schema["mcast_groups"])
-                if (m := self.mcast_get(g))}
+    def mcast_dump(self, groups=None):
+        """``{group: [(port, rid)]}`` of every non-empty group among ``groups`` (default: all
+        of them, one host read each: 4,095 on a core with 4K groups; pass the groups a caller
+        configured when reading them all over a slow transport costs too much)."""
+        n = self.schema["mcast_groups"]
+        ids = range(1, n) if groups is None else sorted(set(groups))
+        return {g: m for g in ids if (m := self.mcast_get(g))}
 
     # ---- writes and batches --------------------------------------------------------------------
     def _sync(self, table):

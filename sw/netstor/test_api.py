@@ -406,6 +406,12 @@ def test_mcast_copy_lists_api_and_config(list_schema, schema, tmp_path):
     dev.mcast_set(5, copies)
     assert m.mem_read("tm.groups", 5) == encode_group(copies)
     assert dev.mcast_get(5) == copies and dev.mcast_dump() == {5: copies}
+    # a dump of chosen groups reads only those, once each (7 is empty: read, not listed)
+    reads, mem_read = [], dev.client.mem_read
+    dev.client.mem_read = lambda mem, addr: reads.append((mem, addr)) or mem_read(mem, addr)
+    assert dev.mcast_dump(groups=[7, 5, 5]) == {5: copies} and dev.mcast_dump([7]) == {}
+    assert reads == [("tm.groups", 5), ("tm.groups", 7), ("tm.groups", 7)]
+    dev.client.mem_read = mem_read
     dev.mcast_set(6, [[3, i] for i in range(16)])
     assert dev.mcast_get(6) == [(3, i) for i in range(16)]
     with pytest.raises(ValueError):
