@@ -3,10 +3,14 @@ action runs with the entry's parameters, on a miss the default action (run-time 
 
 Gateware (match and action separated: the match yields an entry, the action word sits in RAM):
 
-* exact, latency 3: c0 a CRC slot per way addresses that way's RAM (``ways`` RAMs of
+* exact, latency 3: c0 an H3 slot per way addresses that way's RAM (``ways`` RAMs of
   ``valid | key | action | params``, the RAM's address register is the stage's); c1 the ways'
   keys are compared, registered; c2 the first way that hits (else the default action) runs its
   action, registered. The host shares each way RAM's second port (a write in one cycle).
+  Way ``w``'s slot is ``h3_slot(key, w, low_identity=True)`` (:mod:`netstor.gateware.h3`: the
+  key's low ``log2 depth`` bits XOR an independent random GF(2) hash of the other bits per
+  way, so keys that collide in one way do not collide in the others and the driver can move
+  entries between ways, cuckoo hashing; ids 0..size-1 fill the table exactly).
 * ternary / LPM of more than :data:`FLOP_ENTRIES` entries, latency ``L + 2``: the RAM TCAM
   (:class:`netstor.gateware.tcam.Tcam`, key cut into ``tcam_chunk``-bit chunks, one bitmap RAM
   per chunk, AND, a pipelined lowest-index priority tree of fan-in 8) yields the lowest
@@ -34,18 +38,18 @@ ternary/LPM ``valid | value | mask | action | params`` (bit 0 first). Counters
 from __future__ import annotations
 
 import collections
-import zlib
 
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-from netstor.gateware.kit import HwEnv, apply_sets, crc_matrix_hw, or_tree, phv_signal
+from netstor.gateware.h3 import H3Slots, h3_hw, h3_slot
+from netstor.gateware.kit import HwEnv, apply_sets, or_tree, phv_signal
 from netstor.gateware.lpm import LpmHash, lpm_slot, prefix_mask
 from netstor.gateware.tcam import Tcam
 from netstor.lang.element import Element
 from netstor.lang.expr import Cat as ECat, Param, as_expr
-from netstor.lang.program import action_id, hash_crc32
+from netstor.lang.program import action_id
 
 __all__ = ["Table", "LPM_HASH_MIN", "LPM_BANKS"]
 
@@ -151,9 +155,15 @@ class Table(Element):
     def action_id(self, name):
         return action_id(self.qualname, self.actions, name)
 
+    @property
+    def slot_bits(self):
+        """Bits of a slot within a way (exact tables): ``log2(depth)``."""
+        return (self.depth - 1).bit_length()
+
     def way_index(self, key_value, way):
-        """Slot of ``key_value`` in ``way`` (exact tables)."""
-        return hash_crc32(key_value, self.key_width, seed=way) & (self.depth - 1)
+        """Slot of ``key_value`` in ``way`` (exact tables): the way's H3 hash
+        (:func:`netstor.gateware.h3.h3_slot`, index = way)."""
+        return h3_slot(key_value, way, self.key_width, self.slot_bits, low_identity=True)
 
     def pack_key(self, values):
         """Pack key component values (list, in key order) into one integer (first lowest)."""
@@ -203,7 +213,10 @@ class Table(Element):
                          "params": [{"name": p, "width": w} for p, w in a.params.items()]}
                         for a in self.actions],
             "default": self.default.name if self.default else None,
-            "hash": ("crc32(seed=way byte, key big-endian) mod depth" if self.kind == "exact"
+            "hash": ("H3: slot bit j = parity(key & M(way, j)), M = splitmix64(way * 2**16 + j) "
+                     "mod 2**kw (64-bit chunk c of wider keys: splitmix64(c * 2**32 + way * "
+                     "2**16 + j)) with its low log2(depth) bits replaced by bit j"
+                     if self.kind == "exact"
                      else "H3: slot bit j = parity(key & prefix mask(bank length) & "
                      "M(bank, j)), M = splitmix64(bank * 2**16 + j) mod 2**kw"
                      if self.lpm_hashed else None),
@@ -254,7 +267,7 @@ def _lookup(model, t, phv, env):
         # entry must sit at the key's slot in its way (the encoding's placement rule),
         # as a hashed lookup finds it; ways are tried from 0, the first match wins.
         for way in range(t.ways):
-            addr = way * t.depth + hash_crc32(key, kw, seed=way) % t.depth
+            addr = way * t.depth + t.way_index(key, way)
             w = mem.words[addr]
             if w & 1 and (w >> 1) & _mask(kw) == key:
                 entry = w >> (1 + kw)
@@ -317,14 +330,14 @@ def _exact_slots(t):
     """``(cache, slots)``: ``slots(key)`` -> the key's address in every way (the hashed
     placement :func:`_lookup` probes), remembered in ``cache`` (a pure function of the key:
     never stale)."""
-    nbytes, depth = (t.key_width + 7) // 8, t.depth
-    starts = [(way * depth, zlib.crc32(bytes([way & 0xFF]))) for way in range(t.ways)]
-    crc32 = zlib.crc32
+    depth, sbits = t.depth, t.slot_bits
+    h3 = H3Slots(t.key_width, sbits, t.ways, low_identity=True)
+    fields = [(way * depth, way * sbits, depth - 1) for way in range(t.ways)]
     cache = {}
 
     def slots(key):
-        kb = key.to_bytes(nbytes, "big")
-        out = tuple(base + crc32(kb, start) % depth for base, start in starts)
+        x = h3.packed(key)
+        out = tuple(base + (x >> sh & m) for base, sh, m in fields)
         if len(cache) >= CACHE_KEYS:
             cache.clear()
         cache[key] = out
@@ -599,7 +612,7 @@ def _build_ternary_ff(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when, 
 
 
 def _build_exact(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when, d_action, d_params):
-    """c0: a CRC slot per way addresses that way's RAM (the RAM's address register); c1: the
+    """c0: an H3 slot per way addresses that way's RAM (the RAM's address register); c1: the
     ways' keys are compared, registered; c2: the first way that hits (else the default) runs
     its action, registered. Latency 3. The host shares each way's second port (a write lands
     in one cycle; a read has its data the next)."""
@@ -621,7 +634,7 @@ def _build_exact(m, e, pipeline, valid_in, phv_in, csr, prefix, key, when, d_act
         rp = mem.read_port()
         hp = mem.read_port()
         wp = mem.write_port()
-        slot = crc_matrix_hw(key, kw, seed=w)[:sbits] if depth > 1 else Const(0, 1)
+        slot = h3_hw(key, w, kw, sbits, low_identity=True) if depth > 1 else Const(0, 1)
         m.d.comb += rp.addr.eq(slot)
         hit_addr = port.addr[sbits:] == w if ways > 1 else Const(1, 1)
         haddr = port.addr[:sbits]

@@ -21,7 +21,7 @@ from netstor.gateware.kit import HwEnv
 from netstor.gateware.stages import build_element
 from netstor.gateware.tcam import first_set
 from netstor.lang import Pipeline, Program, Set
-from netstor.lang.program import Action
+from netstor.lang.program import Action, hash_crc32
 from netstor.model.dataplane import DataplaneModel
 
 
@@ -237,6 +237,62 @@ def test_exact_matches_the_model():
     for k in present[:6]:
         r2 += tw.exact_delete(t.qualname, k)
     _check(pl, t, [r1, r2], [keys, keys], [out.name, out2.name], [ka.name, kb.name], 3)
+
+
+def test_exact_old_crc_colliding_keys_fit_and_moves_never_hide_a_key():
+    """Keys that share their slot in every way under the old hash (CRC-32 with a per-way seed
+    byte: 4 ways x 8 slots held at most 4 of them) all fit under the per-way H3 hashes; the
+    gateware equals the model on them. Then the table is filled with random keys while
+    lookups of the keys placed before stream one per clock: the inserts move keys between
+    ways (cuckoo, make-before-break), and every such lookup finds its key's own action."""
+    pl, t, ka, kb, out, out2 = _program("exact", 32, ways=4)
+    kw, depth = t.key_width, t.depth
+    tw = TableWriter(pl)
+
+    def old_slots(k):
+        return tuple(hash_crc32(k, kw, seed=w) % depth for w in range(4))
+
+    rng = random.Random(17)
+    first = rng.getrandbits(kw)
+    cls = [first]
+    while len(cls) < 10:
+        k = rng.getrandbits(kw)
+        if k not in cls and old_slots(k) == old_slots(first):
+            cls.append(k)
+    # old: these 10 keys had 4 addresses between them (w * depth + old_slots(first)[w])
+    split = lambda k: [k & 0xFFF, k >> 12]   # noqa: E731  (ka, kb)
+    r1, want = [], {}
+    for i, k in enumerate(cls):
+        r1 += tw.exact_add(t.qualname, split(k), "mark", {"tag": i + 1, "x": 2})
+        want[k] = (((k & 0xFFF) + 2) & 0xFFFF, i + 1)
+    assert len({a for _, a, _ in r1}) >= len(cls)
+    keys1 = [split(k) for k in cls] * 3 + [split(rng.getrandbits(kw)) for _ in range(20)]
+    got1 = _check(pl, t, [r1], [keys1], [out.name, out2.name], [ka.name, kb.name], 3)[0]
+    assert got1[:len(cls)] == [want[k] for k in cls]
+
+    # fill with moves while the placed keys are looked up
+    r2, added = [], 0
+    for _ in range(200):
+        k = rng.getrandbits(kw)
+        if k in want:
+            continue
+        try:
+            r2 += tw.exact_add(t.qualname, split(k), "fwd", {"port": 0x100 + added})
+            added += 1
+        except TableFullError:
+            break
+    moves = len(r2) - added
+    assert moves > 0 and len(cls) + added > 4 * 4, (moves, added)
+    keys2 = [split(rng.choice(cls)) for _ in range(4 * len(r2) + 40)]
+    got, rb, lat = _run(pl, t, [r1], [keys1], [out.name, out2.name], [ka.name, kb.name],
+                        during=(r2, keys2))
+    bad = [(i, k, g) for i, (k, g) in enumerate(zip(keys2, got[-1]))
+           if g != want[k[0] | k[1] << 12]]
+    assert not bad, f"{len(bad)} lookups missed a placed key, first {bad[:3]}"
+    model = DataplaneModel(pl)
+    for mem, addr, word in r1 + r2:
+        model.mem_write(mem, addr, word)
+    assert rb == [model.memory(t.qualname).words[a] for a in range(t.size)]
 
 
 @pytest.mark.parametrize("n", [1, 5, 8, 9, 64, 100])

@@ -18,8 +18,8 @@ length register ``lengths[b] = enable(1) | length(lb)`` selects the prefix mask 
 Lookup of ``key`` (one per clock, fixed latency ``2 + tree stages``):
 
 * c0: bank ``b`` reads slot :func:`lpm_slot` ``(key & pm(b), b)``: bit ``j`` of the slot is the
-  parity of ``key & pm(b) & M(b, j)`` (:func:`hash_masks`; XOR logic, the RAM's address
-  register is the stage's register);
+  parity of ``key & pm(b) & M(b, j)`` (:func:`netstor.gateware.h3.h3_masks`; XOR logic,
+  the RAM's address register is the stage's register);
 * c1: ``hit(b) = enable(b) & valid & mask == pm(b) & (value ^ key) & pm(b) == 0``, registered
   with the bank's length and the entry's payload;
 * the max tree: 2-input nodes, the child with the larger ``(hit, length)`` wins, the lower
@@ -35,49 +35,23 @@ that collide in one bank would collide in every bank.
 """
 from __future__ import annotations
 
-import functools
-
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
 from amaranth.lib.memory import Memory
 
+from netstor.gateware.h3 import h3_hw, h3_masks, h3_slot
+
 __all__ = ["LpmHash", "tree_stages", "prefix_mask", "hash_masks", "lpm_slot"]
 
-_M64 = (1 << 64) - 1
-
-
-def _splitmix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & _M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
-@functools.lru_cache(maxsize=None)
-def hash_masks(bank, kw, sbits):
-    """The ``sbits`` key masks of ``bank``'s hash: ``M(bank, j) = splitmix64(bank * 2**16 + j)
-    mod 2**kw`` (splitmix64: Steele, Lea and Flood's finaliser, constants 0x9E3779B97F4A7C15,
-    0xBF58476D1CE4E5B9, 0x94D049BB133111EB)."""
-    return tuple(_splitmix64(bank << 16 | j) & ((1 << kw) - 1) for j in range(sbits))
+#: the banks' hashes are H3 hashes (:mod:`netstor.gateware.h3`, index = bank), the same
+#: family as the exact tables' ways
+hash_masks = h3_masks
 
 
 def lpm_slot(masked_key, bank, kw, depth):
     """Slot of ``masked_key`` (the key with the bits beyond the bank's length cleared) in
     ``bank`` of ``depth`` slots: bit ``j`` = parity of ``masked_key & M(bank, j)``."""
-    s = 0
-    for j, mk in enumerate(hash_masks(bank, kw, (depth - 1).bit_length())):
-        s |= ((masked_key & mk).bit_count() & 1) << j
-    return s
+    return h3_slot(masked_key, bank, kw, (depth - 1).bit_length())
 
-
-def _slot_hw(masked, bank, kw, sbits):
-    bits = []
-    for j, mk in enumerate(hash_masks(bank, kw, sbits)):
-        terms = [masked[i] for i in range(kw) if mk >> i & 1]
-        b = Const(0, 1)
-        for t in terms:
-            b = b ^ t
-        bits.append(b)
-    return Cat(*bits)
 
 #: node levels of the max tree per registered stage (a node: a 7-bit compare and a mux)
 LEVELS_PER_STAGE = 2
@@ -150,7 +124,7 @@ class LpmHash:
             m.submodules[f"{prefix}_bank{b}"] = mem
             self.mems.append(mem)
             rp, hp, wp = mem.read_port(), mem.read_port(), mem.write_port()
-            m.d.comb += rp.addr.eq(_slot_hw(key & pms[b], b, kw, sbits))
+            m.d.comb += rp.addr.eq(h3_hw(key & pms[b], b, kw, sbits))
             sel = (self.wr_addr[sbits:] == b) if banks > 1 else Const(1, 1)
             m.d.comb += [wp.addr.eq(self.wr_addr[:sbits]), wp.data.eq(self.wr_data),
                          wp.en.eq(self.wr_en & sel), hp.addr.eq(self.rd_addr[:sbits])]

@@ -35,6 +35,11 @@ class _Table:
         self.action_bits = d["action_bits"]
         self.param_width = d["param_width"]
         self.default_name = d["default"]
+        if self.kind == "exact" and not str(d.get("hash", "")).startswith("H3"):
+            # the driver places keys by the per-way H3 hashes (netstor.gateware.h3); a build
+            # whose exact tables hash otherwise (the CRC of earlier builds) would miss them
+            raise ValueError(f"schema: exact table {name} hashes by {d.get('hash')!r}; this "
+                             "driver computes the per-way H3 hashes (rebuild the gateware)")
         # ids are 1..n in order; check the schema says so rather than assume it
         acts = sorted(d["actions"], key=lambda a: a["id"])
         if [a["id"] for a in acts] != list(range(1, len(acts) + 1)):

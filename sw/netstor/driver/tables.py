@@ -7,7 +7,8 @@ be applied; the same writes drive the hardware (through a CSR client) and the go
 
 ==================== ==============================================================
 exact table          ``valid(1) | key(kw) | action(ab) | params(pw)``, address
-                     ``way * depth + slot``, ``slot = hash_crc32(key, kw, way) % depth``
+                     ``way * depth + slot``, ``slot = h3_slot(key, way, kw, log2 depth,
+                     low_identity=True)`` (gateware.h3: an independent hash per way)
 ternary / LPM table  ``valid(1) | value(kw) | mask(kw) | action(ab) | params(pw)``,
                      address = priority (0 wins)
 hashed LPM table     the same word at address ``bank * depth + slot``, ``slot =
@@ -22,6 +23,11 @@ register bank        ``value(width)``
 A :class:`TableWriter` keeps a shadow of what *it* has written (to pick free exact slots and to
 keep LPM tables sorted); it does not read the device back, so one writer should own a table.
 
+An exact key goes to the first way whose slot for it is free, else keys move between their
+ways to free one (cuckoo hashing, breadth first, at most :data:`EXACT_MOVES` moves, each key
+written to its new slot before its old slot is overwritten, so a lookup finds every key
+throughout the insert).
+
 LPM tables of 512+ entries are hashed (``Table.lpm_hashed``, ``ways`` = banks > 1): a route goes
 to the first bank of its length whose slot for it is free, else routes of its length move
 between their banks to free one (cuckoo hashing, at most :data:`CUCKOO_MOVES` moves, each
@@ -32,8 +38,8 @@ length word cleared). So a lookup sees every other route throughout an update.
 
 from __future__ import annotations
 
+from netstor.gateware.h3 import H3Slots
 from netstor.gateware.lpm import lpm_slot
-from netstor.lang import hash_crc32
 
 __all__ = ["TableWriter", "TableFullError", "apply_writes", "apply_writes_async"]
 
@@ -82,6 +88,77 @@ def _hashed(t):
 
 #: route moves a hashed LPM insert may make (cuckoo hashing) before it takes a new bank
 CUCKOO_MOVES = 4
+
+#: key moves an exact insert may make (cuckoo hashing) before the table is full
+EXACT_MOVES = 6
+
+
+class ExactShadow(dict):
+    """Shadow of an exact table: ``key -> address`` (a dict), plus ``at`` (address -> key) and
+    ``word`` (address -> the entry word written there), so entries can move between ways."""
+
+    def __init__(self, items=(), words=None):
+        super().__init__(items)
+        self.at = {a: k for k, a in self.items()}
+        self.word = dict(words or {})
+
+    def put(self, key, addr, word):
+        self[key] = addr
+        self.at[addr] = key
+        self.word[addr] = word
+
+    def drop(self, key):
+        addr = self.pop(key)
+        del self.at[addr]
+        self.word.pop(addr, None)
+        return addr
+
+    def cuckoo_path(self, slots, key, max_moves=EXACT_MOVES):
+        """Shortest chain ``[a0, ..., ak]`` (breadth first, ``k <= max_moves``): ``a0`` is one
+        of ``key``'s slots, the key at ``a(i)`` has ``a(i+1)`` among its slots (``slots(key)``:
+        its address in every way), ``ak`` is free. ``[a0]`` when a slot is free; None if no
+        chain exists."""
+        first = slots(key)
+        for a in first:
+            if a not in self.at:
+                return [a]
+        parent = dict.fromkeys(first)
+        frontier = list(first)
+        for _ in range(max_moves):
+            nxt = []
+            for a in frontier:
+                if self.word.get(a) is None:
+                    continue        # its word is unknown: the key cannot be rewritten elsewhere
+                for a2 in slots(self.at[a]):
+                    if a2 in parent:
+                        continue
+                    parent[a2] = a
+                    if a2 not in self.at:
+                        path = [a2]
+                        while parent[path[-1]] is not None:
+                            path.append(parent[path[-1]])
+                        return path[::-1]
+                    nxt.append(a2)
+            frontier = nxt
+        return None
+
+    def insert(self, slots, key, word, max_moves=EXACT_MOVES):
+        """Place a new ``key`` (its entry ``word``) along :meth:`cuckoo_path`; returns the
+        ``(address, word)`` writes, the last moved key first and ``key`` last, or None (full:
+        nothing changed)."""
+        path = self.cuckoo_path(slots, key, max_moves)
+        if path is None:
+            return None
+        out = []
+        for i in range(len(path) - 1, 0, -1):
+            src, dst = path[i - 1], path[i]
+            k, w = self.at[src], self.word.get(src)
+            self.put(k, dst, w)
+            out.append((dst, w))
+        self.put(key, path[0], word)
+        out.append((path[0], word))
+        return out
+
 
 #: an empty slot of a hashed LPM table's shadow (matches no ``(prefix, len)``)
 _FREE = (None, None, 0, 0)
@@ -155,7 +232,9 @@ class TableWriter:
         self.pipeline = pipeline
         self.tables = {t.qualname: t for t in pipeline.tables}
         self.banks = {b.qualname: b for b in pipeline.banks}
-        self._exact = {n: {} for n, t in self.tables.items() if t.kind == "exact"}   # key->addr
+        self._exact = {n: ExactShadow() for n, t in self.tables.items()
+                       if t.kind == "exact"}   # key -> addr (and the words, for moves)
+        self._h3 = {}
         self._ternary = {n: {} for n, t in self.tables.items() if t.kind == "ternary"}
         self._lpm = {n: (_LpmSlots(t) if _hashed(t) else [])
                      for n, t in self.tables.items() if t.kind == "lpm"}
@@ -208,36 +287,51 @@ class TableWriter:
                 | pword << (1 + 2 * kw + t.action_bits))
 
     # ---- exact ---------------------------------------------------------------------------------
+    def _exact_slots_fn(self, t):
+        """``slots(packed key)`` -> its address in every way, way 0 first."""
+        fn = self._h3.get(t.qualname)
+        if fn is None:
+            depth, sbits = t.depth, (t.depth - 1).bit_length()
+            h3 = H3Slots(t.key_width, sbits, t.ways, low_identity=True)
+
+            def fn(k):
+                return [w * depth + s for w, s in enumerate(h3(k))]
+            self._h3[t.qualname] = fn
+        return fn
+
     def exact_slots(self, table, key):
         """Addresses the key may occupy, one per way, way 0 first."""
         t = self._table(table, "exact")
-        k = self._pack(t, key, "key")
-        return [w * t.depth + hash_crc32(k, t.key_width, seed=w) % t.depth
-                for w in range(t.ways)]
+        return self._exact_slots_fn(t)(self._pack(t, key, "key"))
 
     def exact_add(self, table, key, action, params=None):
-        """Add (or update) ``key``: the first way whose slot is free, or the key's own slot."""
+        """Add (or update) ``key``: the key's own slot if present, else the first way whose
+        slot is free, else moves (cuckoo, :class:`ExactShadow`): the moved keys' writes come
+        first, each to a free slot or to one whose key has already moved on."""
         t = self._table(table, "exact")
         k = self._pack(t, key, "key")
         aid, pword = self._action(t, action, params)
-        shadow = self._exact[table]
-        addr = shadow.get(k)
-        if addr is None:
-            used = set(shadow.values())
-            free = [a for a in self.exact_slots(table, key) if a not in used]
-            if not free:
-                raise TableFullError(table, list(key), "every way's slot is taken")
-            addr = free[0]
-            shadow[k] = addr
         word = 1 | k << 1 | aid << (1 + t.key_width) | pword << (1 + t.key_width + t.action_bits)
-        return [(table, addr, word)]
+        shadow = self._exact[table]
+        if not isinstance(shadow, ExactShadow):     # a plain dict (an older saved shadow)
+            shadow = self._exact[table] = ExactShadow(shadow)
+        addr = shadow.get(k)
+        if addr is not None:
+            shadow.put(k, addr, word)
+            return [(table, addr, word)]
+        out = shadow.insert(self._exact_slots_fn(t), k, word)
+        if out is None:
+            raise TableFullError(table, list(key), "every way's slot is taken and no chain "
+                                 f"of {EXACT_MOVES} moves frees one")
+        return [(table, a, w) for a, w in out]
 
     def exact_delete(self, table, key):
         t = self._table(table, "exact")
         k = self._pack(t, key, "key")
-        addr = self._exact[table].pop(k, None)
-        if addr is None:
+        shadow = self._exact[table]
+        if k not in shadow:
             raise KeyError(f"table {table}: no entry with key {list(key)!r}")
+        addr = shadow.drop(k) if isinstance(shadow, ExactShadow) else shadow.pop(k)
         return [(table, addr, 0)]
 
     # ---- ternary -------------------------------------------------------------------------------
@@ -455,7 +549,9 @@ class TableWriter:
             raise ValueError(f"table {table}: {len(words)} words for {t.size} entries")
         kw = t.key_width
         if t.kind == "exact":
-            self._exact[table] = {(w >> 1) & _mask(kw): a for a, w in enumerate(words) if w & 1}
+            self._exact[table] = ExactShadow(
+                {(w >> 1) & _mask(kw): a for a, w in enumerate(words) if w & 1},
+                {a: w for a, w in enumerate(words) if w & 1})
         elif t.kind == "ternary":
             self._ternary[table] = {a: ((w >> 1) & _mask(kw), (w >> (1 + kw)) & _mask(kw))
                                     for a, w in enumerate(words) if w & 1}

@@ -1,5 +1,7 @@
 """Table entry encoders: bit layouts (hand-computed), slot choice, LPM ordering, validation."""
 
+import random
+
 import crcmod.predefined
 import pytest
 
@@ -14,9 +16,40 @@ def tw():
     return TableWriter(default_pipeline())
 
 
+def splitmix64_ref(x):
+    """SplitMix64's output for state ``x`` (Steele, Lea, Flood 2014), written out here."""
+    m = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)
+
+
+def test_splitmix64_ref_known_outputs():
+    # the generator seeded with 0: first two outputs as published
+    assert splitmix64_ref(0) == 0xE220A8397B1DCDAF
+    assert splitmix64_ref(0x9E3779B97F4A7C15) == 0x6E789E6AA1B965F4
+
+
+def h3_ref(key, way, kw, sbits):
+    """The spec's exact-table slot: bit j = parity(key & M(way, j)); M's 64-bit chunk c is
+    splitmix64(c * 2**32 + way * 2**16 + j), then its low sbits bits are replaced by bit j."""
+    s = 0
+    for j in range(sbits):
+        mk = sum(splitmix64_ref(c << 32 | way << 16 | j) << 64 * c for c in range((kw + 63) // 64))
+        mk = (mk >> sbits << sbits) | (1 << j)
+        s |= (bin(key & mk & ((1 << kw) - 1)).count("1") % 2) << j
+    return s
+
+
 def ops_slot(way, key):
-    # prim.ops: 4 ways x 16, 8-bit key; slot = CRC-32(seed byte, key byte) mod 16
-    return way * 16 + crc32(bytes([way, key])) % 16
+    # prim.ops: 4 ways x 16, 8-bit key
+    return way * 16 + h3_ref(key, way, 8, 4)
+
+
+def old_crc_slot(way, key, kw, depth):
+    """The exact tables' hash before the H3 change: CRC-32(way byte, key big-endian) mod depth."""
+    return crc32(bytes([way]) + key.to_bytes((kw + 7) // 8, "big")) % depth
 
 
 # ---- bit layouts -----------------------------------------------------------------------------
@@ -28,7 +61,7 @@ def test_exact_word_layout(tw):
     assert w[2] == 1 | 1 << 1 | 1 << 9 | 9 << 12
     # prim.copy_tag: 2 ways x 8, key meta.rid (16), ab = 1, pw = 16
     (w,) = tw.exact_add("prim.copy_tag", [0x1234], "tag_copy", {"tag": 0xBEEF})
-    assert w[1] == crc32(b"\0\x12\x34") % 8
+    assert w[1] == h3_ref(0x1234, 0, 16, 3)
     assert w[2] == 1 | 0x1234 << 1 | 1 << 17 | 0xBEEF << 18
 
 
@@ -59,32 +92,101 @@ def test_default_mcast_bank_words(tw):
 
 
 # ---- exact tables ----------------------------------------------------------------------------
-def test_exact_ways_full_update_delete(tw):
-    placed = {}
-    for key in range(256):
-        slots = [ops_slot(w, key) for w in range(4)]
-        free = [s for s in slots if s not in placed.values()]
-        assert tw.exact_slots("prim.ops", [key]) == slots
-        if not free:
-            with pytest.raises(TableFullError, match=rf"prim.ops is full.*\[{key}\]") as ei:
-                tw.exact_add("prim.ops", [key], "forward", {"port": 0})
-            assert ei.value.table == "prim.ops" and ei.value.key == [key]
+def _chain_exists(at, slots_of, key, moves):
+    """Is there a chain of at most ``moves`` key moves that frees one of ``key``'s slots?
+    (depth-first over simple paths: the reference for the driver's breadth-first search)"""
+    def dfs(addr, depth, seen):
+        if addr not in at:
+            return True
+        if depth == moves:
+            return False
+        return any(dfs(a2, depth + 1, seen | {a2})
+                   for a2 in slots_of(at[addr]) if a2 != addr and a2 not in seen)
+    return any(dfs(a, 0, {a}) for a in slots_of(key))
+
+
+def test_exact_cuckoo_fill_update_delete(tw):
+    """Keys go to a free way slot, else earlier keys move along a chain (each written to its
+    new slot before its old slot is overwritten): after every single write every placed key
+    is found at one of its slots with its own word; the first failure is a key with no chain
+    of at most EXACT_MOVES moves (checked by an independent depth-first search)."""
+    from netstor.driver.tables import EXACT_MOVES
+    slots_of = lambda k: [ops_slot(w, k) for w in range(4)]   # noqa: E731
+    mem, words = {}, {}          # address -> word (the device), key -> its word
+    placed, moved = 0, 0
+    order = list(range(256))
+    random.Random(1).shuffle(order)
+    for key in order:
+        assert tw.exact_slots("prim.ops", [key]) == slots_of(key)
+        at = {(w >> 1) & 0xFF: a for a, w in mem.items()}
+        at = {a: k for k, a in at.items()}
+        free = [s for s in slots_of(key) if s not in at]
+        try:
+            writes = tw.exact_add("prim.ops", [key], "forward", {"port": key % 16})
+        except TableFullError as e:
+            assert e.table == "prim.ops" and e.key == [key]
+            assert not free and not _chain_exists(at, slots_of, key, EXACT_MOVES)
             break
-        (w,) = tw.exact_add("prim.ops", [key], "forward", {"port": 0})
-        assert w[1] == free[0]
-        placed[key] = w[1]
+        assert writes[-1][1] == (free[0] if free else writes[-1][1])
+        assert len(writes) == 1 or not free
+        words[key] = writes[-1][2]
+        for _, addr, word in writes:
+            k = (word >> 1) & 0xFF
+            assert addr in slots_of(k) and word == words[k]
+            mem[addr] = word
+            found = {}
+            for a, w in mem.items():
+                found.setdefault((w >> 1) & 0xFF, []).append(a)
+            assert set(found) == set(words) - ({key} if addr != writes[-1][1] else set())
+        moved += len(writes) - 1
+        placed += 1
     else:
         pytest.fail("64 slots never filled with 256 keys")
+    assert moved > 0, (placed, moved)     # chains were used
+    # each key once in the table
+    assert len({(w >> 1) & 0xFF for w in mem.values()}) == len(mem) == placed
     # an update rewrites the key's slot even when the table is full
-    k = next(iter(placed))
+    k, a = next(((w >> 1) & 0xFF, a) for a, w in mem.items())
     (w,) = tw.exact_add("prim.ops", [k], "clone", {"port": 3})
-    assert w[1] == placed[k] and tw.decode_entry("prim.ops", w[2])["action"] == "clone"
-    assert tw.exact_delete("prim.ops", [k]) == [("prim.ops", placed[k], 0)]
+    assert w[1] == a and tw.decode_entry("prim.ops", w[2])["action"] == "clone"
+    assert tw.exact_delete("prim.ops", [k]) == [("prim.ops", a, 0)]
     with pytest.raises(KeyError, match=r"prim.ops: no entry with key \[%d\]" % k):
         tw.exact_delete("prim.ops", [k])
     # its slot is free again for a key that wants it
     (w,) = tw.exact_add("prim.ops", [k], "forward", {"port": 1})
     assert w[1] in tw.exact_slots("prim.ops", [k])
+
+
+def test_exact_ids_in_order_fill_every_slot(tw):
+    """A slot's low bits are the key's (the matrix is [I | R]): ids 0..63 in order fill the
+    4 x 16 slots of prim.ops exactly, with no move; id 64 finds every slot taken."""
+    for k in range(64):
+        (w,) = tw.exact_add("prim.ops", [k], "forward", {"port": 0})
+        assert w[1] == (k // 16) * 16 + h3_ref(k, k // 16, 8, 4)
+    with pytest.raises(TableFullError):
+        tw.exact_add("prim.ops", [64], "forward", {"port": 0})
+
+
+def test_exact_keys_colliding_in_every_way_under_the_old_crc_now_fit(tw):
+    """The bug the H3 hashes fix: under CRC-32 with a per-way seed byte, 8-bit keys of
+    prim.ops (4 ways x 16) fall into 16 classes of 16 keys that share their slot in all four
+    ways, so a class held 4 keys and the 5th was refused. Under independent hashes all 16 fit
+    (and the model finds each)."""
+    from netstor.model import DataplaneModel
+    classes = {}
+    for k in range(256):
+        classes.setdefault(tuple(old_crc_slot(w, k, 8, 16) for w in range(4)), []).append(k)
+    # the correlation: 16 classes, each of 16 keys colliding in every way
+    assert len(classes) == 16 and all(len(v) == 16 for v in classes.values())
+    cls = next(iter(classes.values()))
+    model = DataplaneModel(tw.pipeline)
+    for i, k in enumerate(cls):
+        apply_writes(model, tw.exact_add("prim.ops", [k], "forward", {"port": i % 16}))
+    words = model.memory("prim.ops").words
+    for i, k in enumerate(cls):
+        (a,) = [a for a in range(64) if words[a] & 1 and (words[a] >> 1) & 0xFF == k]
+        assert a in [ops_slot(w, k) for w in range(4)]
+        assert tw.decode_entry("prim.ops", words[a])["params"] == {"port": i % 16}
 
 
 # ---- LPM ---------------------------------------------------------------------------------------

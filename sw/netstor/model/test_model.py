@@ -479,23 +479,30 @@ def test_exact_ways_collisions_and_full(m, tw, pl):
     t = {x.qualname: x for x in pl.tables}["prim.ops"]
     placed = {}
     full = None
-    for key in range(256):
-        # independent slot computation: crcmod over the seed (way) byte and the 8-bit key
-        slots = [way * t.depth + crc32(bytes([way, key])) % t.depth for way in range(t.ways)]
+    order = list(range(256))
+    random.Random(4).shuffle(order)
+    for key in order:
+        # independent slot computation: the spec's H3 slot of the 8-bit key in each way
+        slots = [way * t.depth + _h3_spec(key, way, 8, 4) for way in range(t.ways)]
         free = [s for s in slots if s not in set(placed.values())]
         try:
-            (w,) = tw.exact_add("prim.ops", [key], "forward", {"port": key % 4})
+            writes = tw.exact_add("prim.ops", [key], "forward", {"port": key % 4})
         except TableFullError as e:
             assert not free
             full = (key, e)
             break
-        assert w[1] == free[0]                  # the first way whose slot is free
-        apply_writes(m, [w])
-        placed[key] = w[1]
+        if free:
+            assert [w[1] for w in writes] == [free[0]]     # the first way whose slot is free
+        else:                                   # moves first (to another slot of their key)
+            assert len(writes) > 1 and writes[-1][1] in slots
+        apply_writes(m, writes)
+        for _, a, word in writes:
+            placed[(word >> 1) & 0xFF] = a
     assert full is not None
     key, e = full
     assert "prim.ops" in str(e) and str([key]) in str(e) and e.table == "prim.ops"
     assert any(a >= t.depth for a in placed.values())       # collisions went to later ways
+    assert sorted(placed.values()) == sorted(set(placed.values()))
     # every placed key is found by the model: a packet with op=key goes to port key % 4
     hits = 0
     for key in placed:
@@ -507,7 +514,7 @@ def test_exact_ways_collisions_and_full(m, tw, pl):
     assert m.counter("prim.ops.hit") == hits
     # an entry at a slot that is not the key's hashed slot is never found
     m2 = trust_everything(DataplaneModel(pl))
-    k = 1
+    k = next(iter(placed))
     good = tw.exact_slots("prim.ops", [k])
     bad = next(a for a in range(t.size) if a not in good)
     word = m.mem_read("prim.ops", placed[k])
@@ -780,3 +787,75 @@ def test_control_plane_errors(m):
     assert {"tm.drop", "tm.mcast_empty", "tm.bad_port", "tm.recirc_limit", "out3.bytes",
             "prim.flow_count.index_oob", "prim.cas.index_oob", "prim.copy_tag.hit",
             "l3.routes.miss"} <= names
+
+
+# ---- exact tables: the per-way H3 slot (spec "Entry encodings") ------------------------------
+def _splitmix64(x):
+    m64 = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & m64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m64
+    return z ^ (z >> 31)
+
+
+def _h3_spec(key, way, kw, sbits):
+    """The spec's slot, written from its text: bit j = parity(key & M(way, j)), chunk c of
+    M(way, j) = splitmix64(c * 2**32 + way * 2**16 + j), its low sbits bits replaced by
+    bit j."""
+    out = 0
+    for j in range(sbits):
+        mk = 0
+        for c in range((kw + 63) // 64):
+            mk |= _splitmix64(c * 2**32 + way * 2**16 + j) << (64 * c)
+        mk = mk - mk % 2**sbits + 2**j
+        out |= (bin(key & mk % 2**kw).count("1") & 1) << j
+    return out
+
+
+@pytest.mark.parametrize("widths", [(12, 6), (40, 40, 8)])
+def test_exact_table_probes_each_way_at_its_h3_slot(widths):
+    """Entries written by hand (no driver) at the spec's address of their key in some way hit;
+    the same word one slot off, or in the right slot of another way, misses; 88-bit keys use
+    the second 64-bit chunk of the masks."""
+    p = Program("x")
+    parts = [p.meta(f"k{i}", w) for i, w in enumerate(widths)]
+    out = p.meta("out", 16)
+    fwd = Action("fwd", {"v": 16}, lambda a: [Set(out, a.v)])
+    t = p.add(Table("t", kind="exact", key=parts, actions=[fwd], size=64, ways=4))
+    pl = Pipeline([p])
+    kw, depth, ab = t.key_width, t.depth, t.action_bits
+    m = DataplaneModel(pl)
+    rng = random.Random(len(widths))
+
+    def look(key):
+        phv = m.parse(bytes(64), 0)
+        vals, sh = [], 0
+        for w in widths:
+            vals.append((key >> sh) & ((1 << w) - 1))
+            sh += w
+        m.assign(phv, [(f.name, v) for f, v in zip(parts, vals)])
+        m._run([t], phv)
+        return m.view(phv, out.name)
+
+    placed = {}
+    for i in range(24):
+        key, way = rng.getrandbits(kw), i % 4
+        addr = way * depth + _h3_spec(key, way, kw, 4)
+        if addr in placed.values():
+            continue
+        m.mem_write(t.qualname, addr, 1 | key << 1 | 1 << (1 + kw) | (i + 1) << (1 + kw + ab))
+        placed[(key, i + 1)] = addr
+    assert len(placed) > 12
+    for (key, v), addr in placed.items():
+        assert look(key) == v
+        assert t.way_index(key, addr // depth) == addr % depth
+    # misplaced words: one slot off, or the slot another way gives the key
+    key = rng.getrandbits(kw)
+    s0, s1 = _h3_spec(key, 0, kw, 4), _h3_spec(key, 1, kw, 4)
+    m = DataplaneModel(pl)          # an empty table (look() reads this one)
+    word = 1 | key << 1 | 1 << (1 + kw) | 0x77 << (1 + kw + ab)
+    m.mem_write(t.qualname, (s0 + 1) % depth, word)
+    m.mem_write(t.qualname, 2 * depth + s1, word if s1 != _h3_spec(key, 2, kw, 4) else 0)
+    assert look(key) == 0
+    m.mem_write(t.qualname, depth + s1, word)
+    assert look(key) == 0x77
