@@ -125,30 +125,30 @@ def _xor(terms):
 class GFEngine(wiring.Component):
     """The engine (module docstring)."""
 
-    def __init__(self, n_ops=64, chunk_beats=64, gen_bits=8, tick_shift=10):
+    def __init__(self, n_ops=64, chunk_beats=64, gen_bits=8, tick_shift=10, lanes=LANES):
         for v, what in ((n_ops, "n_ops"), (chunk_beats, "chunk_beats")):
             if v < 2 or v & (v - 1):
                 raise ValueError(f"{what} must be a power of 2 >= 2, got {v}")
         self.n_ops, self.chunk_beats = n_ops, chunk_beats
-        self.gen_bits, self.tick_shift = gen_bits, tick_shift
+        self.gen_bits, self.tick_shift, self.lanes = gen_bits, tick_shift, lanes
         self.op_bits = (n_ops - 1).bit_length()
         self.off_bits = (chunk_beats - 1).bit_length()
-        self.word_bits = 8 * LANES + 16 + NEED_BITS + gen_bits
+        self.word_bits = 8 * lanes + 16 + NEED_BITS + gen_bits
         ob, fb = self.op_bits, self.off_bits
         super().__init__({
             "i_valid": In(1), "i_op": In(ob), "i_off": In(fb), "i_coeff": In(8),
-            "i_src": In(SRC_BITS), "i_need": In(NEED_BITS), "i_keep": In(LANES),
-            "i_data": In(8 * LANES), "i_first": In(1), "i_last": In(1), "timeout": In(16),
-            "o_valid": Out(1), "o_op": Out(ob), "o_off": Out(fb), "o_keep": Out(LANES),
+            "i_src": In(SRC_BITS), "i_need": In(NEED_BITS), "i_keep": In(lanes),
+            "i_data": In(8 * lanes), "i_first": In(1), "i_last": In(1), "timeout": In(16),
+            "o_valid": Out(1), "o_op": Out(ob), "o_off": Out(fb), "o_keep": Out(lanes),
             "o_first": Out(1), "o_last": Out(1), "o_done": Out(1), "o_dup": Out(1),
-            "o_bad": Out(1), "o_data": Out(8 * LANES),
+            "o_bad": Out(1), "o_data": Out(8 * lanes),
             "to_valid": Out(1), "to_op": Out(ob),
         })
 
     def elaborate(self, platform):
         m = Module()
         ob, fb, gb, ab = self.op_bits, self.off_bits, self.gen_bits, self.op_bits + self.off_bits
-        D = 8 * LANES
+        D, L = 8 * self.lanes, self.lanes
 
         def dreg(name, shape=1):
             return Signal(shape, name=name, reset_less=True)
@@ -166,15 +166,15 @@ class GFEngine(wiring.Component):
                     word[D + 16 + NEED_BITS:])
 
         # ---- the multiplier (stage 1 in s0 -> s1, stage 2 in s1 -> s2) -----------------------
-        m.submodules.mul = mul = GFVecMul(LANES)
-        keep_bits = Cat(*[self.i_keep[i].replicate(8) for i in range(LANES)])
+        m.submodules.mul = mul = GFVecMul(L)
+        keep_bits = Cat(*[self.i_keep[i].replicate(8) for i in range(L)])
         m.d.comb += [mul.coeff.eq(self.i_coeff), mul.x.eq(self.i_data & keep_bits)]
 
         # ---- s1 -------------------------------------------------------------------------------
         v1 = Signal(name="v1")
         op1, off1 = dreg("op1", ob), dreg("off1", fb)
         src1, need1 = dreg("src1", SRC_BITS), dreg("need1", NEED_BITS)
-        keep1, first1, last1 = dreg("keep1", LANES), dreg("first1"), dreg("last1")
+        keep1, first1, last1 = dreg("keep1", L), dreg("first1"), dreg("last1")
         m.d.sync += [v1.eq(self.i_valid), op1.eq(self.i_op), off1.eq(self.i_off),
                      src1.eq(self.i_src), need1.eq(self.i_need), keep1.eq(self.i_keep),
                      first1.eq(self.i_first), last1.eq(self.i_last)]
@@ -188,52 +188,79 @@ class GFEngine(wiring.Component):
         # W slot (s3) and its history
         w_we = Signal(name="w_we")
         w_addr, w_word = dreg("w_addr", ab), dreg("w_word", self.word_bits)
+        w_live = dreg("w_live")                 # W's word has count != 0 (did not complete)
+        h1_live, h2_live = dreg("h1_live"), dreg("h2_live")
         h1_we, h2_we = Signal(name="h1_we"), Signal(name="h2_we")
         h1_addr, h2_addr = dreg("h1_addr", ab), dreg("h2_addr", ab)
         h1_word, h2_word = dreg("h1_word", self.word_bits), dreg("h2_word", self.word_bits)
         m.d.comb += [wp.en.eq(w_we), wp.addr.eq(w_addr), wp.data.eq(w_word)]
         m.d.sync += [h1_we.eq(w_we), h1_addr.eq(w_addr), h1_word.eq(w_word),
-                     h2_we.eq(h1_we), h2_addr.eq(h1_addr), h2_word.eq(h1_word)]
+                     h2_we.eq(h1_we), h2_addr.eq(h1_addr), h2_word.eq(h1_word),
+                     h1_live.eq(w_live), h2_live.eq(h1_live)]
 
         # ---- s2 (C) ---------------------------------------------------------------------------
         v2 = Signal(name="v2")
         op2, off2 = dreg("op2", ob), dreg("off2", fb)
-        src_oh2, need2 = dreg("src_oh2", 16), dreg("need2", NEED_BITS)
-        keep2, first2, last2 = dreg("keep2", LANES), dreg("first2"), dreg("last2")
+        src_oh2 = dreg("src_oh2", 16)
+        bad2, need_m1, need_is1 = dreg("bad2"), dreg("need_m1", NEED_BITS), dreg("need_is1")
+        keep2, first2, last2 = dreg("keep2", L), dreg("first2"), dreg("last2")
         gen2, d2 = dreg("gen2", gb), dreg("rdata2", self.word_bits)
         m_w, hit_1, hit_2 = dreg("m_w"), dreg("hit_h1"), dreg("hit_h2")
         addr2 = Cat(off2, op2)
-        m.d.sync += [v2.eq(v1), op2.eq(op1), off2.eq(off1), need2.eq(need1),
+        m.d.sync += [v2.eq(v1), op2.eq(op1), off2.eq(off1), bad2.eq(need1 == 0),
+                     need_m1.eq(need1 - 1), need_is1.eq(need1 == 1),
                      src_oh2.eq(Const(1, 16) << src1), keep2.eq(keep1), first2.eq(first1),
                      last2.eq(last1), gen2.eq(gens[op1]), d2.eq(rp.data),
                      # the read (end of s0) missed the W writes of cycles s0, s1, s2; in s2
                      # they are H2, H1 and W (W's occupant then is the beat now in C)
                      m_w.eq(addr2 == addr1), hit_1.eq(w_we & (w_addr == addr1)),
                      hit_2.eq(h1_we & (h1_addr == addr1))]
-        older = Signal(self.word_bits, name="older")
-        old = Signal(self.word_bits, name="old")
-        m.d.comb += [older.eq(Mux(hit_1, h1_word, Mux(hit_2, h2_word, d2))),
-                     old.eq(Mux(m_w & w_we, w_word, older))]
-        o_acc, o_seen, o_count, o_gen = fields(old)
+        # Two candidates for the slot's old word, computed side by side and chosen last by a
+        # registered select: W (the beat just before, on this slot: the one-cycle loop; its
+        # liveness is a register, its generation is ours as no timeout fires while beats of
+        # the op are in flight), or the newest of H1, H2 and the RAM word.
+        def update(live, seen, count):
+            hit = (seen & src_oh2).any()
+            dup_ = live & hit & ~bad2
+            done_ = ~dup_ & ~bad2 & Mux(live, count >= need_m1, need_is1)
+            new_count_ = Mux(done_, 0, Mux(live, count + 1, 1))
+            new_seen_ = Mux(done_, 0, Mux(live, seen, 0) | src_oh2)
+            return dup_, done_, new_count_, new_seen_
+
+        w_acc, w_seen, w_count, _ = fields(w_word)
+        r_acc, r_seen, r_count, r_gen = fields(d2)
+        h1f, h2f = fields(h1_word), fields(h2_word)
+        live_d = Signal(name="live_ram")
+        m.d.comb += live_d.eq((r_gen == gen2) & (r_count != 0))
+        old_live = Signal(name="older_live")
+        m.d.comb += old_live.eq(Mux(hit_1, h1_live, Mux(hit_2, h2_live, live_d)))
+        old_seen = Mux(hit_1, h1f[1], Mux(hit_2, h2f[1], r_seen))
+        old_count = Mux(hit_1, h1f[2], Mux(hit_2, h2f[2], r_count))
+        old_acc = Mux(hit_1, h1f[0], Mux(hit_2, h2f[0], r_acc))
+        cand_w = update(w_live, w_seen, w_count)
+        cand_o = update(old_live, old_seen, old_count)
+        sel_w = Signal(name="sel_w")
+        m.d.comb += sel_w.eq(m_w & w_we)
         live = Signal(name="live")
         dup, bad, done, we = (Signal(name=n) for n in ("dup", "bad", "done", "we"))
-        cnt = Signal(NEED_BITS + 1, name="cnt")
+        new_count = Signal(NEED_BITS, name="new_count")
+        new_seen = Signal(16, name="new_seen")
         acc = Signal(D, name="acc")
         m.d.comb += [
-            live.eq((o_gen == gen2) & (o_count != 0)),
-            bad.eq(need2 == 0),
-            dup.eq(live & (o_seen & src_oh2).any() & ~bad),
-            cnt.eq(Mux(live, o_count, 0) + 1),
-            done.eq(~dup & ~bad & (cnt >= need2)),
+            live.eq(Mux(sel_w, w_live, old_live)),
+            bad.eq(bad2),
+            dup.eq(Mux(sel_w, cand_w[0], cand_o[0])),
+            done.eq(Mux(sel_w, cand_w[1], cand_o[1])),
+            new_count.eq(Mux(sel_w, cand_w[2], cand_o[2])),
+            new_seen.eq(Mux(sel_w, cand_w[3], cand_o[3])),
             we.eq(v2 & ~dup & ~bad),
             # a refused beat (dup, bad) leaves with the slot's sum as it was
-            acc.eq(Mux(live, o_acc, 0) ^ (mul.p & (~dup & ~bad).replicate(D))),
+            acc.eq(Mux(sel_w, Mux(w_live, w_acc, 0), Mux(old_live, old_acc, 0))
+                   ^ (mul.p & (~dup & ~bad).replicate(D))),
         ]
-        new_seen = Mux(done, 0, Mux(live, o_seen, 0) | src_oh2)
-        new_count = Mux(done, 0, cnt[:NEED_BITS])
 
         # ---- s3 (W): the write, the beat leaves ----------------------------------------------
-        m.d.sync += [w_we.eq(we), w_addr.eq(addr2),
+        m.d.sync += [w_we.eq(we), w_addr.eq(addr2), w_live.eq(~done),
                      w_word.eq(Cat(acc, new_seen, new_count, gen2))]
         v3 = Signal(name="v3")
         op3 = dreg("op3", ob)
