@@ -11,10 +11,12 @@ A packet entering in cycle t (s0):
 * s0 ``t``: the index addresses port A (the RAM's address register);
 * s1 ``t+1``: the RAM's output latch. The RAM read missed the writes port B makes in cycles
   t, t+1, t+2; in t+2 they sit in the write slot W and two history registers H1, H2 (index,
-  data, write flag). Their indexes are compared with the packet's here (registered selects);
-* s2 ``t+2`` (C): the RAM's output register; ``old`` = the newest of W, H1, H2 that writes
-  the packet's cell, else the RAM word: a 2:1 mux for W's packet value (the one-cycle loop
-  W -> mux -> ``update`` -> W) after a 3:1 mux for the rest, all selects registered;
+  data, write flag). Their indexes are compared with the packet's here, and the newest of
+  a host write (W's occupant in t+2) and H1, H2 (W and H1 now) that hits is chosen here too:
+  registered into one forwarded word ``fwd`` and its flag;
+* s2 ``t+2`` (C): the RAM's output register; ``old`` = W's packet value if that packet
+  writes the cell (flag registered in s1 from the packet then in C), else ``fwd`` if flagged, else the RAM word: one 6-input LUT per bit, all
+  its inputs registers (the one-cycle loop W -> that LUT -> ``update`` -> W);
   ``update(old)``, ``write``, the result field; registered into W and the output PHV;
 * s3 ``t+3`` (W): port B writes the new value; the PHV leaves (latency 3).
 
@@ -256,25 +258,33 @@ def _elaborate_rmw(op, m, pipeline, valid_in, phv_in, csr, prefix):
 
     # The RAM read (at the end of s0) missed the writes of the W slot in cycles s0, s1, s2:
     # in s2 they are H2, H1 and W. W's occupant in s2 is the packet now in C, or a host
-    # access taken now; H1's is W's now, H2's is H1's now. Compare their indexes now.
-    m_w, hit_1, hit_2 = ctl("m_w"), ctl("hit_h1"), ctl("hit_h2")
-    m.d.sync += [m_w.eq(Mux(act2, idx2 == idx1, port.addr == idx1)),
+    # access taken now; H1's is W's now, H2's is H1's now. Compare their indexes now, and
+    # choose now (registered into ``fwd``) the newest of the host write and H1, H2 that hits,
+    # so that s2 has one registered data word and one registered flag besides the RAM word
+    # and W's packet value.
+    m_w = ctl("m_w")                        # W's packet in s2 writes and has our index
+    hit_host, hit_1, hit_2 = ctl("hit_host"), ctl("hit_h1"), ctl("hit_h2")
+    m.d.comb += [hit_host.eq(take & port.we & (port.addr == idx1)),
                  hit_1.eq(w_we & (w_idx == idx1)),
                  hit_2.eq(h1_we & (h1_idx == idx1))]
+    use_fwd, fwd = ctl("use_fwd"), data_reg("fwd", w)
+    pwe = ctl("pwe")                        # the packet in C writes (set in s2 below)
+    m.d.sync += [m_w.eq(pwe & (idx2 == idx1)),
+                 use_fwd.eq(hit_host | hit_1 | hit_2),
+                 fwd.eq(Mux(hit_host, port.wdata, Mux(hit_1, w_data, h1_data)))]
     d2 = data_reg("rdata2", w)              # the RAM's output register
     m.d.sync += [v2.eq(v1), act2.eq(act1), idx2.eq(idx1), phv2.eq(phv1), d2.eq(rp.data)]
 
     # ---- s2 (C): old = newest of W, H1, H2, RAM; update(old) ---------------------------------
-    # the loop W -> one LUT (4 inputs: select bits, w_new, the rest) -> update -> W
+    # one LUT per bit (5 inputs, all registers: m_w, w_new, use_fwd, fwd, the RAM word);
+    # the loop W -> that LUT -> update -> W
     older = Signal(w, name=f"{prefix}_older")
-    m.d.comb += older.eq(Mux(m_w & w_host & w_hwe, port.wdata,
-                             Mux(hit_1, h1_data, Mux(hit_2, h2_data, d2))))
+    m.d.comb += older.eq(Mux(use_fwd, fwd, d2))
     old = Signal(w, name=f"{prefix}_old")
-    m.d.comb += old.eq(Mux(m_w & w_pwe, w_new, older))
+    m.d.comb += old.eq(Mux(m_w, w_new, older))
     env2 = HwEnv(pipeline, phv2, old=old)
     new = Signal(w, name=f"{prefix}_new")
     m.d.comb += new.eq(op.update.hw(env2))
-    pwe = ctl("pwe")
     m.d.comb += pwe.eq(act2 & op.write.hw(env2).any())
     nxt = Signal(data.StructLayout(pipeline.phv.layout()), name=f"{prefix}_next")
     m.d.comb += nxt.eq(phv2)

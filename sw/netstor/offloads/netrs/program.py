@@ -114,15 +114,20 @@ def _sample(value, unit_slices):
     return samples, sats
 
 
-def _ewma(old, sample, w):
+def _ewma(old, sample, w, hold=None):
     """``old + floor((sample - old) / 2^w)`` on 16-bit UQ12.4 values (w = 0..7): the sample's
     weight is 2^-w. The difference is a 17-bit two's complement value, shifted
-    arithmetically; the result lies between old and sample, so 16 bits hold it."""
+    arithmetically; the result lies between old and sample, so 16 bits hold it. ``hold``
+    (optional condition): ``old`` instead (the step is zeroed before the add, so a register
+    bank's update has no mux after its adder: one LUT level less in its one-cycle loop)."""
     d = (Cat(sample, Const(0, 1)) - Cat(old, Const(0, 1)))[0:17]
     sign = d[16]
     shifted = [d] + [Cat(d[k:17], Mux(sign, Const((1 << k) - 1, k), Const(0, k)))
                      for k in range(1, EWMA_MAX + 1)]
-    return (Cat(old, Const(0, 1)) + _by_code(w, shifted))[0:16]
+    step = _by_code(w, shifted)
+    if hold is not None:
+        step = Mux(hold, Const(0, 17), step)
+    return (Cat(old, Const(0, 1)) + step)[0:16]
 
 
 def make_netrs(n_ports=2, *, servers_size=SERVERS, groups_size=GROUPS):
@@ -174,8 +179,13 @@ def make_netrs(n_ports=2, *, servers_size=SERVERS, groups_size=GROUPS):
     # length * 16; service time ss_t (ns) * 16 / unit; response time (now - stamp, in
     # 1.024 us ticks mod 2^24) * 16 / 2^unit
     unit, weight = h["rv"][24:28], h["rv"][28:31]
-    ticks = (F.meta.arrival[STAMP_SHIFT:STAMP_SHIFT + STAMP_BITS] - h["rv"][0:STAMP_BITS])
-    ticks16 = Cat(Const(0, 4), ticks[0:STAMP_BITS])       # ticks * 16, 28 bits
+    # the response time in ticks, a step of its own ahead of the samples (it needs no `kind`,
+    # so it shares an earlier stage): the subtraction's carry chain and the saturation /
+    # unit selection after it are too deep for one cycle at 250 MHz
+    ticks = p.meta("ticks", STAMP_BITS)
+    p.add(Compute("ticks", [Set(ticks, F.meta.arrival[STAMP_SHIFT:STAMP_SHIFT + STAMP_BITS]
+                                - h["rv"][0:STAMP_BITS])]))
+    ticks16 = Cat(Const(0, 4), ticks)                     # ticks * 16, 28 bits
     r_opts, r_sats = _sample(ticks16, [(u, u + 16) for u in range(UNIT_MAX + 1)])
     # ss_t * 16 / (1024 << u) = ss_t >> (6 + u)
     t_opts, t_sats = _sample(h["ss_t"], [(6 + u, 22 + u) for u in range(UNIT_MAX + 1)])
@@ -215,8 +225,9 @@ def make_netrs(n_ports=2, *, servers_size=SERVERS, groups_size=GROUPS):
             q, os_, t, r = old[0:16], old[16:24], old[24:40], old[40:56]
             os_up = Mux(os_ == 0xFF, os_, os_ + 1)[0:8]
             os_dn = Mux(os_ == 0, os_, os_ - 1)[0:8]
-            return Mux(pass2, Cat(q, os_up, t, r),
-                       Cat(_ewma(q, s_q, wt), os_dn, _ewma(t, s_t, wt), _ewma(r, s_r, wt)))
+            # the EWMAs keep q, t, r on the second pass (their step zeroed before the add)
+            return Cat(_ewma(q, s_q, wt, pass2), Mux(pass2, os_up, os_dn),
+                       _ewma(t, s_t, wt, pass2), _ewma(r, s_r, wt, pass2))
         p.add(RegisterOp(f"st{k}", p.bank(f"st{k}", width=56, depth=SERVERS),
                          index=Mux(pass2, F.meta.bridge[0:SID_BITS], Mux(upd, rsid, sids[k])),
                          update=update, write=pass2 | upd, result=cells[k], returns="old",
