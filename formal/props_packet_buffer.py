@@ -91,6 +91,8 @@ class PacketBufferProps(wiring.Component):
         started = _started(m)
 
         stream_assume_legal(m, dut.i, "i", started)
+        # strengthening: the buffer's registered beat-index flags match their definitions
+        m.d.comb += Assert(dbg["flags_ok"])
         pulses = [dut.drop_runt, dut.drop_oversize, dut.drop_error, dut.drop_full]
 
         if self.props == "handshake":

@@ -174,25 +174,63 @@ class PacketBuffer(wiring.Component):
         length = Signal(LEN_WIDTH + 1)
         m.d.comb += length.eq(Mux(thermo[bpb - 1], idx_n * bpb, cur_idx * bpb + kc))
 
-        def len_below(c):
-            """``cur_idx * bpb + kc < c`` from the beat index and one thermometer bit."""
+        # The drop decision reads the last beat's keep through a few thermometer bits (wide
+        # ORs of keep, 3 LUT levels at 64 bytes) and otherwise only flags of the beat index.
+        # Those flags are registers, set for the next beat whenever a beat is accepted, so the
+        # decision is the ORs plus a short product after them (the index compares, the
+        # ``first`` mux and the sticky oversize flag stay off that path).
+        def len_below_terms(c):
+            """``cur_idx * bpb + kc < c`` as ``[(index condition, thermometer bit or None)]``
+            (true when some term's condition holds and its bit, if any, is clear)."""
             q, r = divmod(c, bpb)
             terms = []
             if q >= 2:
-                terms.append(cur_idx <= q - 2)
+                terms.append((lambda ci, q=q: ci <= q - 2, None))
             if q >= 1:
-                terms.append((cur_idx == q - 1) & (~thermo[bpb - 1] if r == 0 else 1))
+                terms.append((lambda ci, q=q: ci == q - 1, bpb - 1 if r == 0 else None))
             if r > 0:
-                terms.append((cur_idx == q) & ~thermo[r - 1])
-            return Cat(*terms).any() if terms else Const(0)
+                terms.append((lambda ci, q=q: ci == q, r - 1))
+            return terms
+
+        runt_terms = len_below_terms(MIN_FRAME)
+        over_terms = len_below_terms(self.max_frame + 1)
+        conds = [cond for cond, _ in runt_terms + over_terms]
+        too_long_at = lambda ci: ci >= lim                       # noqa: E731
+
+        def flag_values(ci, sticky=None):
+            """Index flags for the beat at index ``ci`` (``sticky``: the frame was already
+            oversize before it): ``[too long, runt/over term conditions...]``."""
+            tl = too_long_at(ci) if sticky is None else sticky | too_long_at(ci)
+            return [tl] + [cond(ci) for cond in conds]
+
+        def const_flags(ci):
+            return [int(bool(v)) if isinstance(v, bool) else v for v in flag_values(ci)]
+
+        # the flags of the beat now on ``i`` (the first beat of a frame: index 0)
+        flags = [Signal(name=f"iflag{j}", init=int(bool(v)))
+                 for j, v in enumerate(const_flags(0))]
+        f_too_long, f_terms = flags[0], flags[1:]
+        f_runt, f_over = f_terms[:len(runt_terms)], f_terms[len(runt_terms):]
+
+        def below(terms, fl):
+            return Cat(*[f & (~thermo[bit] if bit is not None else 1)
+                         for (_, bit), f in zip(terms, fl)]).any() if terms else Const(0)
 
         cur_user = Mux(first, self.i.payload.user, user_q)
-        is_over = cur_too_long | ~len_below(self.max_frame + 1)
-        is_runt = ~cur_too_long & len_below(MIN_FRAME)
+        is_over = f_too_long | ~below(over_terms, f_over)
+        is_runt = ~f_too_long & below(runt_terms, f_runt)
         is_err = Const(0)
         if self.error_bit:
             is_err = self.i.payload.user[0]
         is_full = cur_full | ~dfifo.w_rdy
+        idx_next = Signal(range(lim + 1))      # the next beat's index within this frame
+        m.d.comb += idx_next.eq(Mux(cur_idx >= lim, lim, cur_idx + 1))
+        with m.If(accept):
+            with m.If(self.i.payload.last):
+                m.d.sync += [f.eq(v) for f, v in zip(flags, const_flags(0))]
+            with m.Else():
+                m.d.sync += [f.eq(v) for f, v in
+                             zip(flags, flag_values(idx_next, sticky=cur_too_long))]
 
         m.d.sync += [
             self.drop_runt.eq(0), self.drop_oversize.eq(0),
@@ -225,7 +263,7 @@ class PacketBuffer(wiring.Component):
             with m.Else():
                 m.d.sync += [
                     first.eq(0),
-                    idx.eq(Mux(cur_idx >= lim, lim, cur_idx + 1)),
+                    idx.eq(idx_next),
                     idx_p1.eq(Mux(cur_idx >= lim, lim + 1, cur_idx + 2)),
                     too_long.eq(cur_too_long),
                     full_q.eq(cur_full),
@@ -276,7 +314,10 @@ class PacketBuffer(wiring.Component):
 
         # exposed for formal harnesses (not ports)
         self._dbg = dict(wr_ptr=wr_ptr, start_ptr=start_ptr, free_ptr=free_ptr, rd_ptr=rd_ptr,
-                         remaining=remaining, dfifo=dfifo, first=first)
+                         remaining=remaining, dfifo=dfifo, first=first,
+                         # invariant: the registered index flags equal their definitions
+                         flags_ok=Cat(*[f == v for f, v in zip(
+                             flags, flag_values(cur_idx, sticky=too_long & ~first))]).all())
         return m
 
 
