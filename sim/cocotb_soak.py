@@ -442,6 +442,9 @@ async def test_soak(dut):
         "outputs": {f"out{q}": r for q, r in report["outputs"].items()},
         "frames_out_total": sum(r["received"] for r in report["outputs"].values()),
         "drops_total": sum(r["drop_full"] for r in report["outputs"].values()),
+        # the copy-lane core: copies never sent (stale in the lane's store), packets refused
+        "stale_total": sum(r.get("drop_stale", 0) for r in report["outputs"].values()),
+        "recirc_stale": hw.get("tm.recirc_stale", 0), "tm_overflow": hw.get("tm.overflow", 0),
         "tm_drop": hw.get("tm.drop", 0),
         "mismatches": len(bad),
         "mismatch_detail": bad[:20],

@@ -30,9 +30,12 @@ from .axis import axis_signature, beat_layout, flow_signature, frame_layout, pkt
 from .parser import orig_layout
 from .kit import HwEnv
 
-__all__ = ["Deparser", "DeparsePrep", "PREP_LATENCY", "merge_beat", "ones_sum_fold"]
+__all__ = ["Deparser", "DeparsePrep", "PREP_LATENCY", "RECIRC_USER", "merge_beat",
+           "ones_sum_fold"]
 
 PREP_LATENCY = 4
+#: the recirculation user: ``{meta.bridge (32), meta.recirc_count + 1 (3)}``
+RECIRC_USER = 35
 #: application checksum terms summed per group in cycle A (the groups are added in A2). 6 keeps
 #: the 42-byte window's 21 words in 4 groups (6, 6, 6, 3), so A2 adds 5 operands as it did for
 #: 32 bytes in groups of 4, and a group (12 operands) stays below cycle A's IPv4 sum (15)
@@ -239,7 +242,10 @@ class Deparser(wiring.Component):
       - ``"host"`` (host RX): :func:`~.axis.pkt_layout`, ``user`` = the wire RX tuser of a packet
         from wire RX (inputs ``< n_ports``), else 0;
       - ``"recirc"``: :func:`~.axis.beat_layout` of ``user_width`` bits, ``user`` =
-        ``{meta.bridge (32), meta.recirc_count + 1 (3)}`` (what the parser reads back).
+        ``{meta.bridge (32), meta.recirc_count + 1 (3)}`` (what the parser reads back);
+      - ``"lane"`` (the copy lane's one deparser for every output): :func:`~.axis.pkt_layout`
+        with ``user`` = ``{recirc user (35), beat user (user_width)}``: the data path picks
+        each output's user after the truncator.
 
     Latency: ``PREP_LATENCY`` = 4 cycles from ``copy`` to the window; 0 cycles from ``beat``
     to ``o``. Throughput: one beat per clock.
@@ -247,8 +253,8 @@ class Deparser(wiring.Component):
 
     def __init__(self, pipeline, *, data_width, output, user_width, n_ports=1, port=0,
                  tx_user=17, name="dp"):
-        if output not in ("wire", "host", "recirc"):
-            raise ValueError(f"output must be 'wire', 'host' or 'recirc', not {output!r}")
+        if output not in ("wire", "host", "recirc", "lane"):
+            raise ValueError(f"output must be 'wire', 'host', 'recirc' or 'lane', not {output!r}")
         self.pipeline, self.dw, self.name = pipeline, data_width, name
         self.output, self.n_ports, self.port, self.tx_user = output, n_ports, port, tx_user
         self.user_width = user_width
@@ -257,6 +263,8 @@ class Deparser(wiring.Component):
             out = pkt_layout(data_width, tx_user + 1)
         elif output == "host":
             out = pkt_layout(data_width, user_width)
+        elif output == "lane":
+            out = pkt_layout(data_width, user_width + RECIRC_USER)
         else:
             out = beat_layout(data_width, user_width)
         members = {
@@ -296,6 +304,14 @@ class Deparser(wiring.Component):
         ]
         if self.output == "recirc":
             m.d.comb += o.user.eq(pextra[:35])
+        elif self.output == "lane":
+            # every copy on one deparser: the beat's user as it came, and the recirculation
+            # user (valid with the first beat, held for the copy's later beats)
+            rx_hold = Signal(RECIRC_USER, name=f"{n}_rx_hold")
+            with m.If(b.first):
+                m.d.sync += rx_hold.eq(pextra[:RECIRC_USER])
+            m.d.comb += [o.user.eq(Cat(b.user, Mux(b.first, pextra[:RECIRC_USER], rx_hold))),
+                         o.len.eq(b.len)]
         elif self.output == "wire":
             own = b.port == P + self.port
             from_host = (b.port >= P) & (b.port < 2 * P)

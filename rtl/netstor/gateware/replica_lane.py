@@ -1,8 +1,14 @@
 """The replica lane: a packet stored once, its copy list replayed from the store (issue 12 item 3).
 
-Not yet in the default core (``docs/dataplane-spec.md``, "Copy lists"): this is the store and
-the replay the core's traffic manager will use; the egress elements, deparser and truncator
-then run on the lane's beats (see the spec for the planned wiring).
+The copy-lane core's (``Datapath(..., copies="lane")``, ``docs/dataplane-spec.md``, "Copy
+lists"; not yet the default core) store and replay: the data path runs the egress elements,
+the deparser and the truncator on the lane's beats. There the lane is built with ``direct``
+(unicast and recirculation copies as direct descriptors of the engine), ``beat_bits`` = 8
+(9,216-byte frames), a ``ptag`` (the packet's number, input and host tag) that comes back on
+``take`` (the copy starting, in the cycle it is taken: the data path reads the copy's PHV
+then) and ``stale``, and ``pkt_ring`` (the data path's PHV ring: a copy is also stale when its
+packet's PHV was overwritten). The arbiter sends a packet's beats back to back, so a copy that
+starts after its first beat was written never overtakes the writes of its later beats.
 
 * **Packet store**: a ring of ``ring_beats`` frame beats in one simple dual-port memory (BRAM:
   512 beats of 512 bits + sideband = 16 RAMB36), written with every beat of ``beat_in`` (the
@@ -48,7 +54,7 @@ from .axis import LEN_WIDTH, PORT_WIDTH, arb_layout, flow_signature, frame_layou
 from .csr import memory_port_signature
 from .traffic_manager import GROUP_PORT_BITS, GROUP_RID_BITS, ReplicationEngine
 
-__all__ = ["ReplicaLane", "lane_layout", "desc_layout", "lane_counter_layout", "COUNT_BITS",
+__all__ = ["ReplicaLane", "lane_layout", "desc_layout", "take_layout", "lane_counter_layout", "COUNT_BITS",
            "BEAT_BITS", "LANE_LATENCY"]
 
 #: width of the beat counter that names a packet (its first beat's count)
@@ -59,8 +65,24 @@ BEAT_BITS = 5
 LANE_LATENCY = 3
 
 
-def desc_layout(group_width=12):
-    return data.StructLayout({"group": group_width, "start": COUNT_BITS, "nbeats": BEAT_BITS})
+def desc_layout(group_width=12, *, beat_bits=BEAT_BITS, ptag_width=0, direct=False):
+    """A descriptor: ``group``, the packet's ``start`` and ``nbeats``; with ``ptag_width`` a
+    ``ptag`` carried to the lane's ``take`` port; with ``direct`` the engine's direct fields
+    (:class:`~.traffic_manager.ReplicationEngine`)."""
+    f = {"group": group_width, "start": COUNT_BITS, "nbeats": beat_bits}
+    if ptag_width:
+        f["ptag"] = ptag_width
+    if direct:
+        f.update({"direct": 1, "dcopy": 1, "dport": GROUP_PORT_BITS, "rc": 1})
+    return data.StructLayout(f)
+
+
+def take_layout(ptag_width):
+    """A copy the lane starts (``take``, in its ``go`` cycle: its first beat is on ``o``
+    :data:`LANE_LATENCY` cycles later) or finds stale (``stale``): ``port``, ``rid``, ``ptag``,
+    ``first`` / ``last`` (the packet's first / last copy)."""
+    return data.StructLayout({"port": GROUP_PORT_BITS, "rid": GROUP_RID_BITS,
+                              "ptag": max(1, ptag_width), "first": 1, "last": 1})
 
 
 def lane_layout(data_width=512, user_width=1):
@@ -85,21 +107,34 @@ class ReplicaLane(wiring.Component):
     :func:`lane_layout`), ``cnt`` (:func:`lane_counter_layout` pulses)."""
 
     def __init__(self, n_outputs, *, n_groups=4096, group_width=12, ring_beats=512,
-                 data_width=512, user_width=1, fifo_depth=16, copies=16):
+                 data_width=512, user_width=1, fifo_depth=16, copies=16, beat_bits=BEAT_BITS,
+                 ptag_width=0, direct=False, pkt_ring=0):
         if ring_beats & (ring_beats - 1) or not 32 <= ring_beats <= 1 << (COUNT_BITS - 1):
             raise ValueError("ring_beats must be a power of two, 32..32K")
         self.n_outputs, self.ring_beats = n_outputs, ring_beats
         self.dw, self.uw, self.group_width = data_width, user_width, group_width
+        self.beat_bits, self.ptag_width, self.direct = beat_bits, ptag_width, direct
+        #: with ``pkt_ring`` (the data path's PHV ring of that many packets): ``ptag``'s low
+        #: :data:`COUNT_BITS` bits are the packet's number, ``pkt_count`` the next packet's,
+        #: and a copy is also stale when ``pkt_count - number > pkt_ring - 2``
+        self.pkt_ring = pkt_ring
+        if pkt_ring and ptag_width < COUNT_BITS:
+            raise ValueError("pkt_ring needs a ptag of at least COUNT_BITS bits")
         self.engine = ReplicationEngine(n_outputs, n_groups, group_width=group_width,
-                                        tag_width=COUNT_BITS + BEAT_BITS,
-                                        fifo_depth=fifo_depth, copies=copies)
+                                        tag_width=COUNT_BITS + beat_bits + ptag_width,
+                                        fifo_depth=fifo_depth, copies=copies, direct=direct)
         super().__init__({
             "beat_in": In(flow_signature(arb_layout(data_width, user_width))),
             "count": Out(COUNT_BITS),
-            "desc": In(flow_signature(desc_layout(group_width))),
+            "desc": In(flow_signature(desc_layout(group_width, beat_bits=beat_bits,
+                                                  ptag_width=ptag_width, direct=direct))),
             "mc": In(memory_port_signature(self.engine.word_bits, n_groups)),
             "o": Out(flow_signature(lane_layout(data_width, user_width))),
+            "take": Out(flow_signature(take_layout(ptag_width))),
+            "stale": Out(flow_signature(take_layout(ptag_width))),
             "cnt": Out(lane_counter_layout()),
+            **({"pkt_count": In(COUNT_BITS)} if pkt_ring else {}),
+            "land": Out(self.engine.signature.members["land"].signature),
         })
 
     def elaborate(self, platform):
@@ -108,9 +143,15 @@ class ReplicaLane(wiring.Component):
         abits = (R - 1).bit_length()
         eng = m.submodules.engine = self.engine
         wiring.connect(m, wiring.flipped(self.mc), eng.mc)
+        wiring.connect(m, eng.land, wiring.flipped(self.land))
+        dp = self.desc.payload
+        tag = [dp.start, dp.nbeats] + ([dp.ptag] if self.ptag_width else [])
         m.d.comb += [eng.i.valid.eq(self.desc.valid),
-                     eng.i.payload.group.eq(self.desc.payload.group),
-                     eng.i.payload.tag.eq(Cat(self.desc.payload.start, self.desc.payload.nbeats)),
+                     eng.i.payload.group.eq(dp.group),
+                     eng.i.payload.tag.eq(Cat(*tag)),
+                     *([eng.i.payload.direct.eq(dp.direct), eng.i.payload.dcopy.eq(dp.dcopy),
+                        eng.i.payload.dport.eq(dp.dport), eng.i.payload.rc.eq(dp.rc)]
+                       if self.direct else []),
                      self.cnt.mcast_empty.eq(eng.cnt.mcast_empty),
                      self.cnt.bad_port.eq(eng.cnt.bad_port),
                      self.cnt.overflow.eq(eng.cnt.overflow)]
@@ -134,7 +175,7 @@ class ReplicaLane(wiring.Component):
         # cycle its last beat is read.
         busy = Signal()                                  # control: reset
         addr = Signal(COUNT_BITS, reset_less=True)
-        left = Signal(BEAT_BITS, reset_less=True)        # beats after the one read now
+        left = Signal(self.beat_bits, reset_less=True)        # beats after the one read now
         index = Signal(2, reset_less=True)
         head = Signal(reset_less=True)                   # the beat read now is the copy's first
         c_port = Signal(GROUP_PORT_BITS, reset_less=True)
@@ -143,7 +184,8 @@ class ReplicaLane(wiring.Component):
         c_last = Signal(reset_less=True)
         ec = eng.o.payload
         e_start = ec.tag[:COUNT_BITS]
-        e_nbeats = ec.tag[COUNT_BITS:]
+        e_nbeats = ec.tag[COUNT_BITS:COUNT_BITS + self.beat_bits]
+        e_ptag = ec.tag[COUNT_BITS + self.beat_bits:]
         free = ~busy | (left == 0)
         take = Signal()
         m.d.comb += [take.eq(eng.o.valid & free), eng.o.ready.eq(free)]
@@ -153,8 +195,18 @@ class ReplicaLane(wiring.Component):
         age = Signal(COUNT_BITS)
         m.d.comb += age.eq(count - e_start)
         stale = age > R - 2
+        if self.pkt_ring:
+            page = Signal(COUNT_BITS)
+            m.d.comb += page.eq(self.pkt_count - e_ptag[:COUNT_BITS])
+            stale = stale | (page > self.pkt_ring - 2)
         go = take & ~stale
         m.d.sync += self.cnt.stale.eq(take & stale)
+        for port_, ev in ((self.take, go), (self.stale, take & stale)):
+            m.d.comb += [port_.valid.eq(ev), port_.payload.port.eq(ec.port),
+                         port_.payload.rid.eq(ec.rid), port_.payload.first.eq(ec.first),
+                         port_.payload.last.eq(ec.last)]
+            if self.ptag_width:
+                m.d.comb += port_.payload.ptag.eq(e_ptag)
         with m.If(busy):
             m.d.sync += [addr.eq(addr + 1), left.eq(left - 1),
                          index.eq(Mux(index == 3, 3, index + 1)), head.eq(0)]

@@ -52,8 +52,8 @@ class Stage(wiring.Component):
 class EgressStages(wiring.Component):
     """The egress elements (``pipeline.egress_elements``, in order) once per output copy.
 
-    Ports: ``i[q]``, ``o[q]`` for ``q < n_outputs`` (copy ``q``), and ``i[n_outputs]``,
-    ``o[n_outputs]`` for the recirculation copy, which runs through no element and is only
+    Ports: ``i[q]``, ``o[q]`` for ``q < n_outputs`` (copy ``q``; ``n_copies`` lanes instead
+    of ``n_outputs`` when given), and ``i[n_outputs]``, ``o[n_outputs]`` for the recirculation copy, which runs through no element and is only
     delayed. Host access is shared (:class:`_SharedCsr`): copy 0 declares each element's
     memories, the other copies mirror its writes; counters are summed over the copies.
 
@@ -61,8 +61,9 @@ class EgressStages(wiring.Component):
     every copy). Throughput: one PHV per clock per copy.
     """
 
-    def __init__(self, pipeline, csr):
-        n = pipeline.n_outputs
+    def __init__(self, pipeline, csr, *, n_copies=None):
+        # n_copies: element lanes (default one per output; the copy lane's data path uses 1)
+        n = pipeline.n_outputs if n_copies is None else n_copies
         super().__init__({"i": In(_phv_stream(pipeline)).array(n + 1),
                           "o": Out(_phv_stream(pipeline)).array(n + 1)})
         m = Module()

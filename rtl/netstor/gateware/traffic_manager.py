@@ -29,7 +29,7 @@ takes the PHV stream, makes the copies as registered PHV streams (egress port an
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -249,40 +249,64 @@ class ReplicationEngine(wiring.Component):
     * ``o``: stream of :func:`copy_layout` with ``ready`` (the packet store / egress lane may
       wait). Latency: a descriptor's first copy is valid 5 cycles after it enters ``i`` (with
       the FIFOs empty and no host read). Throughput: one copy per clock.
+    * ``direct=True`` (the data path: every copy of every packet leaves through the engine, so
+      each output keeps packet order): the descriptor also has ``direct`` (no group: the
+      memory read is ignored; ``group`` is not looked at), ``dcopy`` (with ``direct``: one copy
+      to ``dport``, rid 0; the traffic manager has checked the port) and ``rc`` (prepend the
+      recirculation copy: port ``n_outputs``, rid 0, made before the group's or the direct
+      copy). A list is then up to ``copies + 1`` long; ``mcast_empty`` counts a group
+      descriptor (``direct`` = 0) whose group lists nothing, with or without ``rc``.
     """
 
     def __init__(self, n_outputs, n_groups=4096, *, group_width=12, tag_width=8,
-                 fifo_depth=16, copies=GROUP_COPIES):
+                 fifo_depth=16, copies=GROUP_COPIES, direct=False):
         if not 1 <= n_outputs <= 1 << GROUP_PORT_BITS:
             raise ValueError("n_outputs must fit the 4-bit port of a copy")
+        if direct and n_outputs >= 1 << GROUP_PORT_BITS:
+            raise ValueError("direct descriptors need port n_outputs (the recirculation copy)")
         if not 1 <= copies <= GROUP_COPIES:
             raise ValueError(f"copies must be 1..{GROUP_COPIES}")
         self.n_outputs, self.n_groups = n_outputs, n_groups
         #: copies per group (16 in the data path; fewer only for small formal models)
         self.copies = copies
+        #: direct descriptors (the data path's unicast and recirculation copies, see the class
+        #: docstring)
+        self.direct = direct
         self.word_bits = GROUP_COUNT_BITS + copies * GROUP_COPY_BITS
+        self.slots = copies + 1 if direct else copies
         self.group_width, self.tag_width, self.fifo_depth = group_width, tag_width, fifo_depth
+        desc = {"group": group_width, "tag": tag_width}
+        if direct:
+            desc.update({"direct": 1, "dcopy": 1, "dport": GROUP_PORT_BITS, "rc": 1})
         super().__init__({
-            "i": In(flow_signature(data.StructLayout({"group": group_width,
-                                                      "tag": tag_width}))),
+            "i": In(flow_signature(data.StructLayout(desc))),
             "mc": In(memory_port_signature(self.word_bits, n_groups)),
             "o": Out(stream.Signature(copy_layout(tag_width))),
             "cnt": Out(engine_counter_layout()),
+            # every list as it lands (one cycle, before the prefetch FIFO): the copies it
+            # will make (``made`` per slot, ``copies`` port|rid per slot) and the tag
+            "land": Out(flow_signature(data.StructLayout({
+                "made": self.slots, "copies": self.slots * GROUP_COPY_BITS, "tag": tag_width}))),
         })
 
     def elaborate(self, platform):
         m = Module()
-        N, CB, tw = self.copies, GROUP_COPY_BITS, self.tag_width
+        NG, CB, tw = self.copies, GROUP_COPY_BITS, self.tag_width
+        N = NG + 1 if self.direct else NG       # list slots
         gbits = max(1, (self.n_groups - 1).bit_length())
 
         # ---- descriptor FIFO ----------------------------------------------------------------
-        dw = self.group_width + tw
-        dfifo = m.submodules.dfifo = SyncFIFO(width=dw, depth=self.fifo_depth)
-        m.d.comb += [dfifo.w_data.eq(Cat(self.i.payload.group, self.i.payload.tag)),
-                     dfifo.w_en.eq(self.i.valid)]
+        ip = self.i.payload
+        fields = [ip.group, ip.tag]
+        if self.direct:
+            fields += [ip.direct, ip.dcopy, ip.dport, ip.rc]
+        din = Cat(*fields)
+        dfifo = m.submodules.dfifo = SyncFIFO(width=len(din), depth=self.fifo_depth)
+        m.d.comb += [dfifo.w_data.eq(din), dfifo.w_en.eq(self.i.valid)]
         m.d.sync += self.cnt.overflow.eq(self.i.valid & ~dfifo.w_rdy)
         head_group = dfifo.r_data[:self.group_width]
-        head_tag = dfifo.r_data[self.group_width:]
+        head_tag = dfifo.r_data[self.group_width:self.group_width + tw]
+        head_dir = dfifo.r_data[self.group_width + tw:]
 
         # ---- group memory and its host port -------------------------------------------------
         mem = m.submodules.groups = Memory(shape=self.word_bits, depth=self.n_groups, init=[])
@@ -313,6 +337,11 @@ class ReplicationEngine(wiring.Component):
         m.d.sync += [pending.eq(issue)]
         m.d.sync += [p_tag.eq(head_tag),
                      p_inrange.eq(head_group < self.n_groups)]
+        if self.direct:
+            p_direct, p_dcopy, p_rc = (Signal(reset_less=True, name=n_)
+                                       for n_ in ("p_direct", "p_dcopy", "p_rc"))
+            p_dport = Signal(GROUP_PORT_BITS, reset_less=True)
+            m.d.sync += Cat(p_direct, p_dcopy, p_dport, p_rc).eq(head_dir)
 
         # ---- landing: masks from the entry, into the prefetch FIFO (registered) -------------
         entry = rp.data
@@ -321,16 +350,50 @@ class ReplicationEngine(wiring.Component):
         l_made = Signal(N, reset_less=True)
         l_copies = Signal(CB * N, reset_less=True)
         l_tag = Signal(tw, reset_less=True)
+        l_gempty = Signal(reset_less=True)       # a group descriptor whose group lists nothing
         m.d.sync += l_valid.eq(pending)
-        for k in range(N):
+        g_listed = []
+        for k in range(NG):
             port = entry[GROUP_COUNT_BITS + CB * k:GROUP_COUNT_BITS + CB * k + GROUP_PORT_BITS]
-            listed = p_inrange & (n > k)
-            m.d.sync += [l_listed[k].eq(listed), l_made[k].eq(listed & (port < self.n_outputs))]
-        m.d.sync += [l_copies.eq(entry[GROUP_COUNT_BITS:]), l_tag.eq(p_tag)]
+            g_listed.append(p_inrange & (n > k))
+            if not self.direct:
+                m.d.sync += [l_listed[k].eq(g_listed[k]),
+                             l_made[k].eq(g_listed[k] & (port < self.n_outputs))]
+        if not self.direct:
+            m.d.sync += [l_copies.eq(entry[GROUP_COUNT_BITS:]), l_tag.eq(p_tag),
+                         l_gempty.eq(Cat(*g_listed) == 0)]
+        else:
+            # base list: the group's copies, or the direct copy (slot 0); then the
+            # recirculation copy, when asked for, prepended (every slot shifts by one)
+            base = []                             # (listed, made, copy) per base slot
+            for k in range(NG):
+                gcopy = entry[GROUP_COUNT_BITS + CB * k:GROUP_COUNT_BITS + CB * (k + 1)]
+                gport = gcopy[:GROUP_PORT_BITS]
+                if k == 0:
+                    listed = Mux(p_direct, p_dcopy, g_listed[0])
+                    made = Mux(p_direct, p_dcopy, g_listed[0] & (gport < self.n_outputs))
+                    copy = Mux(p_direct, Cat(p_dport, Const(0, GROUP_RID_BITS)), gcopy)
+                else:
+                    listed = ~p_direct & g_listed[k]
+                    made = listed & (gport < self.n_outputs)
+                    copy = gcopy
+                base.append((listed, made, copy))
+            rc_copy = Const(self.n_outputs, CB)   # port n_outputs, rid 0
+            for k in range(N):
+                lk, mk, ck = base[k] if k < NG else (Const(0), Const(0), Const(0, CB))
+                if k == 0:
+                    pl_, pm_, pc_ = Const(1), Const(1), rc_copy
+                else:
+                    pl_, pm_, pc_ = base[k - 1]
+                m.d.sync += [l_listed[k].eq(Mux(p_rc, pl_, lk)), l_made[k].eq(Mux(p_rc, pm_, mk)),
+                             l_copies[CB * k:CB * (k + 1)].eq(Mux(p_rc, pc_, ck))]
+            m.d.sync += [l_tag.eq(p_tag), l_gempty.eq(~p_direct & (Cat(*g_listed) == 0))]
         l_empty = l_listed == 0
         m.d.comb += [pf.w_en.eq(l_valid & ~l_empty),
                      pf.w_data.eq(Cat(l_listed, l_made, l_copies, l_tag))]
-        m.d.sync += self.cnt.mcast_empty.eq(l_valid & l_empty)
+        m.d.sync += self.cnt.mcast_empty.eq(l_valid & l_gempty)
+        m.d.comb += [self.land.valid.eq(l_valid), self.land.payload.made.eq(l_made),
+                     self.land.payload.copies.eq(l_copies), self.land.payload.tag.eq(l_tag)]
 
         # ---- the current list ---------------------------------------------------------------
         c_listed = Signal(N)                     # control: reset

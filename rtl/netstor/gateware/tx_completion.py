@@ -277,6 +277,10 @@ class CompletionSynth(wiring.Component):
       ``own_copy``: the wire deparser of ``port`` takes this packet as its own copy. A first
       beat from the host port without ``own_copy`` -> event (a), the packet leaves the
       pipeline without a copy to its own wire port;
+    * with ``miss_events`` = n (the copy lane, where a packet's beats pass once per copy, not
+      once per packet): no ``beat``/``own_copy``; instead ``miss[i]`` = ``{tag, valid}``,
+      event (a) as the data path finds it (n sources), and ``queue_first`` marks the first
+      beats on ``queue``;
     * ``queue``: the stream into the wire egress queue of ``port`` (user = ``{own, tx tuser}``)
       and ``queue_drop``: that queue's ``drop_full`` pulse (one cycle after the refused first
       beat). A drop of an own packet -> event (b), with the tag of the packet whose first beat
@@ -289,19 +293,25 @@ class CompletionSynth(wiring.Component):
     """
 
     def __init__(self, *, n_ports, port, data_width=512, user_width=97, tx_user=17,
-                 tag_width=16):
+                 tag_width=16, miss_events=0):
         self.n_ports, self.port, self.tx_user = n_ports, port, tx_user
         self.tag_width = tag_width
-        super().__init__({
+        self.miss_events = miss_events
+        members = {
             "host_in": In(tap_signature(beat_layout(data_width, tx_user))),
             "host_drop": In(1),
-            "beat": In(tap_signature(frame_layout(data_width, user_width))),
-            "own_copy": In(1),
             "queue": In(tap_signature(pkt_layout(data_width, tx_user + 1))),
             "queue_drop": In(1),
             "o": Out(stream.Signature(tag_width)),
             "lost": Out(1),
-        })
+        }
+        if miss_events:
+            members["queue_first"] = In(1)
+            members["miss"] = In(1 + tag_width).array(miss_events)
+        else:
+            members["beat"] = In(tap_signature(frame_layout(data_width, user_width)))
+            members["own_copy"] = In(1)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -313,18 +323,25 @@ class CompletionSynth(wiring.Component):
             m.d.sync += src_in.eq(~src.payload.last)
             with m.If(~src_in):
                 m.d.sync += tag_in.eq(src.payload.user[1:1 + tw])
-        b = self.beat.payload
-        b_first = self.beat.valid & b.first
+        if self.miss_events:
+            q_first = self.queue_first
+        else:
+            b = self.beat.payload
+            q_first = self.beat.valid & b.first
         # the queue's drop pulse comes one cycle after the first beat it refused; remember the
         # tag and ownership of the packet whose first beat it saw last
         q_tag = Signal(tw, name="queue_tag", reset_less=True)
         q_own = Signal(name="queue_own")
-        with m.If(self.queue.valid & b_first):
+        with m.If(self.queue.valid & q_first):
             m.d.sync += [q_tag.eq(self.queue.payload.user[1:1 + tw]),
                          q_own.eq(self.queue.payload.user[self.tx_user])]
-        events = [
+        if self.miss_events:
+            # (a), found by the data path: {tag, valid} per source
+            events = [(ev[0], ev[1:]) for ev in self.miss]
+        else:
             # (a) leaves the pipeline without a copy to its own wire port
-            (b_first & (b.port == k) & ~self.own_copy, b.user[1:1 + tw]),
+            events = [(q_first & (b.port == k) & ~self.own_copy, b.user[1:1 + tw])]
+        events += [
             # (b) its own-port copy found the egress queue full
             (self.queue_drop & q_own, q_tag),
             # (c) dropped by its input buffer (runt or oversize)

@@ -99,10 +99,13 @@ META_FIELDS = [
     PhvField("meta.bridge", 32, True, doc="carried across recirculation, 0 on first pass"),
     PhvField("meta.egress_port", 4, True, doc="unicast output; initialised to the default path"),
     PhvField("meta.drop", 1, True, doc="drop the packet (counted per reason by the program)"),
-    PhvField("meta.mcast_group", 8, True, doc="non-zero: replicate through this group"),
+    PhvField("meta.mcast_group", 12, True, doc="non-zero: replicate through this group "
+             "(up to 4,096 groups)"),
     PhvField("meta.recirc", 1, True, doc="send to the recirculation path instead of egress"),
     PhvField("meta.clone", 1, True, doc="also send a copy to the recirculation path"),
     PhvField("meta.rid", 16, False, doc="egress only: the copy's replication id"),
+    PhvField("meta.truncate", 1, True, doc="the copy leaves header-only (the copy-lane core's "
+             "truncator; the bitmap core ignores it)"),
 ]
 
 

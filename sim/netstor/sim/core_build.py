@@ -15,13 +15,18 @@ from netstor.sim.harness import run_cocotb, BUILD, write_if_changed
 NAME = "core"          # build/sim/core
 
 
+#: core variants besides the default: name -> ``build_core`` keyword arguments
+VARIANTS = {"lane": {"copies": "lane"}}
+
+
 @functools.lru_cache(maxsize=None)
-def generate():
-    """Elaborate the default core: ``(P, build dir, schema path)``; files are rewritten only
+def generate(variant=None):
+    """Elaborate the default core (or ``variant``, a :data:`VARIANTS` key, in
+    ``build/sim/core_<variant>``): ``(P, build dir, schema path)``; files are rewritten only
     when their text changed."""
     from netstor.build import build_core, core_verilog
-    core = build_core()
-    d = BUILD / NAME
+    core = build_core(**(VARIANTS[variant] if variant else {}))
+    d = BUILD / (f"{NAME}_{variant}" if variant else NAME)
     schema = d / "schema.json"
     write_if_changed(schema, json.dumps(core.schema, indent=1, sort_keys=True))
     write_if_changed(d / "netstor_core.v", core_verilog(core))
@@ -38,12 +43,12 @@ def sources(d):
     return [d / "mqnic_app_block.v", d / "netstor_core.v"] + sorted(d.glob("xls_*.v"))
 
 
-def run_core(test_module, testcase, extra_env=None, **kw):
+def run_core(test_module, testcase, extra_env=None, variant=None, **kw):
     """Run cocotb test ``testcase`` of module ``test_module`` (under ``sim/``) on the shared
-    core build; ``NETSTOR_SCHEMA`` points at the build's schema. Returns the results path,
-    raises ``AssertionError`` on a failed test (see ``harness.run_cocotb``)."""
+    core build (or a ``variant``'s); ``NETSTOR_SCHEMA`` points at the build's schema. Returns
+    the results path, raises ``AssertionError`` on a failed test (see ``harness.run_cocotb``)."""
     from netstor.sim.tb_core import tb_core_verilog
-    P, d, schema = generate()
+    P, d, schema = generate(variant)
     env = {"NETSTOR_SCHEMA": str(schema), **(extra_env or {})}
-    return run_cocotb(NAME, test_module, toplevel="tb_core", verilog_text=tb_core_verilog(P),
+    return run_cocotb(d.name, test_module, toplevel="tb_core", verilog_text=tb_core_verilog(P),
                       sources=sources(d), extra_env=env, testcase=testcase, **kw)

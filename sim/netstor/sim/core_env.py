@@ -51,9 +51,12 @@ class CoreEnv:
         self.dut = dut
         self.rng = random.Random(seed)
         self.pipeline = default_pipeline(self.P)
-        self.model = DataplaneModel(self.pipeline)
-        self.writer = TableWriter(self.pipeline)
         self.schema = json.loads(Path(os.environ["NETSTOR_SCHEMA"]).read_text())
+        #: the core's multicast: copy lists (``tm.groups``, the copy lane) or bitmaps
+        self.mcast_mode = ("list" if any(mm["name"] == "tm.groups"
+                                         for mm in self.schema["memories"]) else "bitmap")
+        self.model = DataplaneModel(self.pipeline, groups=self.mcast_mode)
+        self.writer = TableWriter(self.pipeline)
         cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
         self.eth_mac = eth_mac
         self.src = {}
@@ -148,6 +151,12 @@ class CoreEnv:
                 self.host_cpl[p].append(int(tag.value))
 
     # ---- control plane: one write path for hardware and model ----------------------------
+    def mcast_set(self, group, copies):
+        """The table writes of multicast group ``group`` in the core's format."""
+        if self.mcast_mode == "list":
+            return self.writer.mcast_list_set(group, copies)
+        return self.writer.mcast_set(group, copies)
+
     async def apply(self, writes):
         for mem, addr, word in writes:
             await self.csr.mem_write(mem, addr, word)
@@ -298,7 +307,7 @@ async def setup_prim(env):
     await env.apply(w.exact_add("prim.ops", [OP_MCAST], "multicast", {"group": 3}))
     await env.apply(w.exact_add("prim.ops", [OP_RECIRC], "recirculate", {"port": 0}))
     await env.apply(w.exact_add("prim.ops", [OP_CLONE], "clone", {"port": 1}))
-    await env.apply(w.mcast_set(3, [(0, 7), (1, 8), (3, 9)]))
+    await env.apply(env.mcast_set(3, [(0, 7), (1, 8), (3, 9)]))
     for rid, tag in ((7, 0x0707), (8, 0x0808), (9, 0x0909)):
         await env.apply(w.exact_add("prim.copy_tag", [rid], "tag_copy", {"tag": tag}))
     # trust: primitives packets write state only from wire ports 0 and 1 and sources

@@ -11,7 +11,8 @@ its predicted frames. What the scoreboard allows and what it rejects:
   interleaving of in-order subsequences of its streams' predictions;
 * **drops**: a predicted frame that was skipped over (a later frame of its stream arrived) or
   never arrived is a drop; per output their number must equal the hardware's
-  ``out<q>.drop_full`` and their bytes the difference between the model's and the hardware's
+  ``out<q>.drop_full`` plus, on the copy-lane core, ``out<q>.drop_stale`` (a copy whose packet
+  was overwritten in the lane's store before its turn) and their bytes the difference between the model's and the hardware's
   ``out<q>.bytes`` (the model has no queues: it counts every copy);
 * **failures**: a received frame that matches no prediction of its output at or after its
   stream's position (corrupted, duplicated, reordered within a stream, or not predicted at
@@ -88,10 +89,13 @@ class DropScoreboard:
         for q in range(self.n_outputs):
             matched, dropped, unmatched = self.match(q)
             pred = self.predicted(q)
-            drop_hw = hw.get(f"out{q}.drop_full", 0)
+            # the copy lane's stale copies (``out<q>.drop_stale``, never sent) are drops too
+            stale_hw = hw.get(f"out{q}.drop_stale", 0)
+            drop_hw = hw.get(f"out{q}.drop_full", 0) + stale_hw
             drop_bytes = sum(len(f) for _, f, _ in dropped)
             row = {"predicted": pred, "received": len(self.got[q]), "matched": matched,
-                   "dropped_seen": len(dropped), "drop_full": drop_hw,
+                   "dropped_seen": len(dropped), "drop_full": drop_hw - stale_hw,
+                   "drop_stale": stale_hw,
                    "unmatched": len(unmatched), "dropped_bytes": drop_bytes,
                    "streams": len(self.pred[q])}
             out[q] = row
@@ -103,7 +107,8 @@ class DropScoreboard:
             if len(dropped) != drop_hw:
                 first = dropped[0] if dropped else None
                 bad.append(f"output {q}: {len(dropped)} predicted frames missing but "
-                           f"out{q}.drop_full = {drop_hw}"
+                           f"out{q}.drop_full = {drop_hw - stale_hw}"
+                           + (f" + drop_stale = {stale_hw}" if stale_hw else "")
                            + (f" (first missing: stream {first[0]}, len {len(first[1])}, "
                               f"{first[1][:64].hex()})" if first else ""))
             if hw.get(f"out{q}.pkts", 0) != matched:

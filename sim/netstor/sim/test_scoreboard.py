@@ -8,7 +8,7 @@ def _frames(tag, n, length=64):
     return [bytes([tag, i]) + bytes(length - 2) for i in range(n)]
 
 
-def _board(got, drop_full, streams=None, model=None):
+def _board(got, drop_full, streams=None, model=None, drop_stale=None):
     """Output 0: stream A = a0..a4 (64 B), stream B = b0..b2 (100 B); ``got`` lists
     ``(stream, index)``; ``drop_full`` the counter."""
     a, b = _frames(1, 5), _frames(2, 3, 100)
@@ -23,6 +23,8 @@ def _board(got, drop_full, streams=None, model=None):
     n = len(got)
     recv_bytes = sum(len(src[s][i]) if isinstance(i, int) else len(i) for s, i in got)
     hw = {"out0.drop_full": drop_full, "out0.pkts": n, "out0.bytes": recv_bytes}
+    if drop_stale is not None:
+        hw["out0.drop_stale"] = drop_stale
     model = model or {"out0.pkts": 8, "out0.bytes": 5 * 64 + 3 * 100}
     return sb.check(hw, model)
 
@@ -71,3 +73,16 @@ def test_counter_disagreements_fail():
     assert any("model out0.pkts" in m for m in r["mismatches"])
     r = _board(got, drop_full=0, model={"out0.pkts": 8, "out0.bytes": 5 * 64 + 3 * 100 + 1})
     assert any("bytes" in m for m in r["mismatches"])
+
+
+def test_stale_copies_are_counted_drops():
+    """The copy-lane core: a copy never sent because its packet went stale in the lane's
+    store (``out<q>.drop_stale``) counts as a drop beside ``drop_full``; the sum must match."""
+    got = [("b", 0), ("a", 0), ("a", 2), ("b", 2), ("a", 3), ("a", 4)]   # a1, b1 missing
+    r = _board(got, drop_full=1, drop_stale=1)
+    assert r["mismatches"] == []
+    assert (r["outputs"][0]["drop_full"], r["outputs"][0]["drop_stale"]) == (1, 1)
+    r = _board(got, drop_full=0, drop_stale=1)
+    assert any("out0.drop_full = 0 + drop_stale = 1" in m for m in r["mismatches"])
+    r = _board(got, drop_full=2, drop_stale=1)
+    assert any("missing but" in m for m in r["mismatches"])

@@ -1,7 +1,6 @@
-"""Truncation in the compiled model, before the language declares ``meta.truncate``: a pipeline
-built with the field added (as the replication engine's core will declare it), copy lists
-through the egress elements, each copy truncated or not by its rid, the compiled model
-against the interpreter and the truncated frames against scapy."""
+"""Truncation in the compiled model (``meta.truncate``, a platform field): copy lists through
+the egress elements, each copy truncated or not by its rid, the compiled model against the
+interpreter and the truncated frames against scapy."""
 
 import random
 
@@ -10,7 +9,6 @@ from scapy.all import Ether, IP, UDP, Raw
 
 from netstor.elements import Compute
 from netstor.lang import F, Mux, Pipeline, Program, Set
-from netstor.lang import phv as phv_mod
 from netstor.lang.expr import Field
 from netstor.model import DataplaneModel
 from netstor.model.compiled import CompiledModel
@@ -18,9 +16,7 @@ from netstor.model.replication import encode_group
 
 
 @pytest.fixture
-def truncate_pipeline(monkeypatch):
-    monkeypatch.setattr(phv_mod, "META_FIELDS", phv_mod.META_FIELDS + [
-        phv_mod.PhvField("meta.truncate", 1, True, doc="this copy leaves header-only")])
+def truncate_pipeline():
     raw = Program("raw")
     # ingress: multicast through group 1 + the UDP source port's low bit
     raw.add(Compute("mc", [Set(F.meta.mcast_group, Mux(F.udp.sport[0:1] == 1, 2, 1))]))
