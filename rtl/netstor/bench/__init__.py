@@ -66,7 +66,8 @@ def run_pipeline(out: Path, *, sizes, cases, budget_beats=1200, min_frames=8, ma
 #: a 128K-entry register bank, a 64K-entry exact table); merged into synth.json["standalone"]
 #: under the module's last name. Absent modules are skipped (either folder may hold them).
 STANDALONE_BENCHES = ("netstor.bench.register_bank", "netstor.bench.tables",
-                      "netstor.elements.register_bench", "netstor.elements.table_bench")
+                      "netstor.elements.register_bench", "netstor.elements.table_bench",
+                      "netstor.bench.gf_engine")
 
 
 def run_standalone(out: Path, modules=STANDALONE_BENCHES, log=print):

@@ -28,9 +28,10 @@ TOP = "bench_gf_engine"
 
 
 def engine_verilog(n_ops=64, chunk_beats=64):
-    text = verilog.convert(GFEngine(n_ops=n_ops, chunk_beats=chunk_beats), name=TOP,
-                           emit_src=False)
-    return _drop_zero_init(text)
+    """``(verilog, slot word bits)`` of the engine with every port a top-level port."""
+    eng = GFEngine(n_ops=n_ops, chunk_beats=chunk_beats)
+    text = verilog.convert(eng, name=TOP, emit_src=False)
+    return _drop_zero_init(text), eng.word_bits
 
 
 class _MulTop(Elaboratable):
@@ -56,13 +57,13 @@ def _figures(r):
 def bench(out_dir, *, n_ops=64, chunk_beats=64, timeout=None, uram=True):
     out_dir = Path(out_dir)
     cache = out_dir / "synth_cache"
-    text = engine_verilog(n_ops, chunk_beats)
+    text, word_bits = engine_verilog(n_ops, chunk_beats)
     r = run_yosys(text, TOP, out_dir / "synth_work" / "gf_engine", timeout=timeout,
                   cache_dir=cache)
     if not r.get("ok"):
         raise RuntimeError(f"yosys failed on the GF engine: {str(r.get('error'))[-2000:]}")
     fig = {"n_ops": n_ops, "chunk_beats": chunk_beats, "chunk_bytes": 64 * chunk_beats,
-           "slots": n_ops * chunk_beats, "slot_bits": GFEngine(n_ops, chunk_beats).word_bits,
+           "slots": n_ops * chunk_beats, "slot_bits": word_bits,
            "bytes_per_clock": 64, "latency_cycles": LATENCY, **_figures(r)}
     mt = _MulTop()
     mtext = verilog.convert(mt, name="bench_gf_mul", ports=[mt.coeff, mt.x, mt.p],
