@@ -23,7 +23,11 @@ def config_ops(cfg, schema=None):
     They are recorded while :meth:`netstor.api.Device.apply` configures a scratch golden model,
     so the model switch and the RTL switch (which replays them over AXI-Lite) get exactly the
     same writes, validated by the one config loader."""
-    dev = Device.open("model", schema=schema, model=DataplaneModel(default_pipeline()))
+    # the scratch model keeps multicast as the schema's core does (copy lists: tm.groups)
+    groups = ("list" if schema and any(m["name"] == "tm.groups" for m in schema["memories"])
+              else "bitmap")
+    dev = Device.open("model", schema=schema,
+                      model=DataplaneModel(default_pipeline(), groups=groups))
     writes, regs = [], []
     client = dev.client
     mem_write, reg_write = client.mem_write, client.reg_write
