@@ -172,7 +172,13 @@ class PacketBuffer(wiring.Component):
         idx_n = Signal(range(lim + 2))   # cur_idx + 1, without an adder on the data path
         m.d.comb += idx_n.eq(Mux(first, 1, idx_p1))
         length = Signal(LEN_WIDTH + 1)
-        m.d.comb += length.eq(Mux(thermo[bpb - 1], idx_n * bpb, cur_idx * bpb + kc))
+        if bpb & (bpb - 1) == 0:
+            # a beat that is not full has kc < bpb: its length is a concatenation, no adder
+            lb = bpb.bit_length() - 1
+            m.d.comb += length.eq(Mux(thermo[bpb - 1], Cat(Const(0, lb), idx_n),
+                                      Cat(kc[:lb], cur_idx)))
+        else:
+            m.d.comb += length.eq(Mux(thermo[bpb - 1], idx_n * bpb, cur_idx * bpb + kc))
 
         # The drop decision reads the last beat's keep through a few thermometer bits (wide
         # ORs of keep, 3 LUT levels at 64 bytes) and otherwise only flags of the beat index.
