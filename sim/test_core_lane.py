@@ -16,8 +16,8 @@ from netstor.offloads import offloads
 from netstor.sim.core_build import run_core
 
 CORE = ["test_identity", "test_l3_mixed_traffic", "test_primitives", "test_trust",
-        "test_bad_input", "test_sizes_backpressure_updates", "test_fuzz", "test_host_api",
-        "test_copy_lists"]
+        "test_bad_input", "test_sizes_backpressure_updates", "test_ethernet_mac_ports",
+        "test_fuzz", "test_host_api", "test_copy_lists", "test_copy_lane_stale"]
 CASES = [("cocotb_core", c) for c in CORE] + [mc for o in offloads() for mc in o.cocotb]
 
 pytestmark = pytest.mark.skipif(os.environ.get("NETSTOR_LANE") != "1",
