@@ -93,6 +93,9 @@ class PacketBufferProps(wiring.Component):
         stream_assume_legal(m, dut.i, "i", started)
         # strengthening: the buffer's registered beat-index flags match their definitions
         m.d.comb += Assert(dbg["flags_ok"])
+        # the descriptor FIFO's w_en is not gated by w_rdy: the buffer never writes it full
+        m.d.comb += Assert(~dbg["dfifo"].w_en | dbg["dfifo"].w_rdy)
+        m.d.comb += Assert(dbg["dfifo"].invariant())
         pulses = [dut.drop_runt, dut.drop_oversize, dut.drop_error, dut.drop_full]
 
         if self.props == "handshake":

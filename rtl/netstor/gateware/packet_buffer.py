@@ -7,7 +7,6 @@ clock, and stall-correct (``valid`` held until ``ready``, payload stable while s
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -18,6 +17,89 @@ __all__ = ["PacketBuffer", "EgressQueue", "MIN_FRAME"]
 
 #: Frames shorter than this (no Ethernet header) are runts.
 MIN_FRAME = 14
+
+
+class _DescFIFO(wiring.Component):
+    """A synchronous FIFO of ``depth`` entries with a registered output, cycle for cycle the
+    behaviour of ``amaranth.lib.fifo.SyncFIFOBuffered`` (``depth - 1`` entries in a memory plus
+    the output register; ``r_rdy`` two cycles after the first write), built so that its write
+    side costs no LUT after ``w_en``: the write pointer and its successor are registers that
+    ``w_en`` only enables (the successor is precomputed), and ``w_rdy``, ``level`` and the
+    read side are computed from registered pointers only (no level counter updated by
+    ``w_en``). ``w_en`` is not gated by ``w_rdy``: the writer must not write when ``w_rdy`` is
+    low (the packet buffer drops the frame then; its formal harness asserts it)."""
+
+    def __init__(self, *, width, depth):
+        if depth < 2:
+            raise ValueError(f"depth must be >= 2, not {depth!r}")
+        self.width, self.depth = width, depth
+        super().__init__({
+            "w_data": In(width), "w_en": In(1), "w_rdy": Out(1),
+            "r_data": Out(width), "r_en": In(1), "r_rdy": Out(1),
+            "level": Out(range(depth + 1)),
+        })
+        inner = depth - 1
+        self._aw = aw = (inner - 1).bit_length()      # memory of 2**aw >= inner entries
+        # pointers with one extra bit: inner level = wp - rp (mod 2**(aw+1)), at most inner
+        self._wp = Signal(aw + 1)
+        self._wp1 = Signal(aw + 1, init=1)           # wp + 1, precomputed
+        self._rp = Signal(aw + 1)
+        self._rp1 = Signal(aw + 1, init=1)
+        self._nfull = Signal(init=1)                 # registered w_rdy
+
+    def invariant(self):
+        """The pointer invariants (for formal harnesses): the precomputed successors are the
+        successors, and the memory holds at most ``depth - 1`` entries."""
+        w = self._aw + 1
+        return ((self._wp1 == (self._wp + 1)[:w]) & (self._rp1 == (self._rp + 1)[:w])
+                & ((self._wp - self._rp)[:w] <= self.depth - 1)
+                & (self._nfull == ((self._wp - self._rp)[:w] != self.depth - 1)))
+
+    def elaborate(self, platform):
+        m = Module()
+        inner, aw = self.depth - 1, self._aw
+        mem = m.submodules.mem = Memory(shape=self.width, depth=1 << aw, init=[])
+        wport = mem.write_port()
+        rport = mem.read_port(domain="sync", transparent_for=())
+        wp, wp1, rp, rp1 = self._wp, self._wp1, self._rp, self._rp1
+        inner_level = Signal(aw + 1)
+        m.d.comb += inner_level.eq(wp - rp)
+        inner_r_rdy = Signal()
+        m.d.comb += [
+            inner_r_rdy.eq(wp != rp),
+            self.w_rdy.eq(self._nfull),
+            self.level.eq(inner_level + self.r_rdy),
+        ]
+        m.d.comb += [
+            wport.addr.eq(wp[:aw]),
+            wport.data.eq(self.w_data),
+            wport.en.eq(self.w_en),
+        ]
+        with m.If(self.w_en):
+            m.d.sync += [wp.eq(wp1), wp1.eq(wp1 + 1)]
+
+        do_inner_read = Signal()
+        m.d.comb += [
+            do_inner_read.eq(inner_r_rdy & (~self.r_rdy | self.r_en)),
+            rport.addr.eq(rp[:aw]),
+            rport.en.eq(do_inner_read),
+            self.r_data.eq(rport.data),
+        ]
+        # w_rdy is a register (the writer's backpressure reads it at no LUT cost); its next
+        # value is one LUT after w_en: a choice between two values precomputed from registers
+        if_w = Signal()
+        if_nw = Signal()
+        m.d.comb += [
+            if_w.eq(Mux(do_inner_read, self._nfull, inner_level != inner - 1)),
+            if_nw.eq(self._nfull | do_inner_read),
+        ]
+        m.d.sync += self._nfull.eq(Mux(self.w_en, if_w, if_nw))
+
+        with m.If(do_inner_read):
+            m.d.sync += [rp.eq(rp1), rp1.eq(rp1 + 1), self.r_rdy.eq(1)]
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        return m
 
 
 def _check_depth(name, value, minimum=2):
@@ -111,8 +193,8 @@ class PacketBuffer(wiring.Component):
 
         desc_layout = data.StructLayout({
             "len": LEN_WIDTH, "user": self.user_width, "beats": range(D + 1)})
-        dfifo = m.submodules.dfifo = SyncFIFOBuffered(width=desc_layout.size,
-                                                      depth=self.max_packets)
+        dfifo = m.submodules.dfifo = _DescFIFO(width=desc_layout.size,
+                                               depth=self.max_packets)
         w_desc = data.View(desc_layout, dfifo.w_data)
         r_desc = data.View(desc_layout, dfifo.r_data)
 
