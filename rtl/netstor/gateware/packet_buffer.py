@@ -24,7 +24,8 @@ class _DescFIFO(wiring.Component):
     behaviour of ``amaranth.lib.fifo.SyncFIFOBuffered`` (``depth - 1`` entries in a memory plus
     the output register; ``r_rdy`` two cycles after the first write), built so that its write
     side costs no LUT after ``w_en``: the write pointer and its successor are registers that
-    ``w_en`` only enables (the successor is precomputed), and ``w_rdy``, ``level`` and the
+    ``w_en`` only enables (the successor is precomputed), ``w_rdy`` is one LUT after
+    registers (``w_en`` registered picks one of two precomputed flags), and ``level`` and the
     read side are computed from registered pointers only (no level counter updated by
     ``w_en``). ``w_en`` is not gated by ``w_rdy``: the writer must not write when ``w_rdy`` is
     low (the packet buffer drops the frame then; its formal harness asserts it)."""
@@ -45,7 +46,11 @@ class _DescFIFO(wiring.Component):
         self._wp1 = Signal(aw + 1, init=1)           # wp + 1, precomputed
         self._rp = Signal(aw + 1)
         self._rp1 = Signal(aw + 1, init=1)
-        self._nfull = Signal(init=1)                 # registered w_rdy
+        # w_rdy = Mux(wrote, nf_w, nf_nw): ``wrote`` is w_en registered, ``nf_w``/``nf_nw``
+        # the next not-full flag had the last cycle written or not (computed from registers)
+        self._wrote = Signal()
+        self._nf_w = Signal(init=1)
+        self._nf_nw = Signal(init=1)
 
     def invariant(self):
         """The pointer invariants (for formal harnesses): the precomputed successors are the
@@ -53,7 +58,8 @@ class _DescFIFO(wiring.Component):
         w = self._aw + 1
         return ((self._wp1 == (self._wp + 1)[:w]) & (self._rp1 == (self._rp + 1)[:w])
                 & ((self._wp - self._rp)[:w] <= self.depth - 1)
-                & (self._nfull == ((self._wp - self._rp)[:w] != self.depth - 1)))
+                & (Mux(self._wrote, self._nf_w, self._nf_nw)
+                   == ((self._wp - self._rp)[:w] != self.depth - 1)))
 
     def elaborate(self, platform):
         m = Module()
@@ -67,7 +73,7 @@ class _DescFIFO(wiring.Component):
         inner_r_rdy = Signal()
         m.d.comb += [
             inner_r_rdy.eq(wp != rp),
-            self.w_rdy.eq(self._nfull),
+            self.w_rdy.eq(Mux(self._wrote, self._nf_w, self._nf_nw)),
             self.level.eq(inner_level + self.r_rdy),
         ]
         m.d.comb += [
@@ -85,15 +91,13 @@ class _DescFIFO(wiring.Component):
             rport.en.eq(do_inner_read),
             self.r_data.eq(rport.data),
         ]
-        # w_rdy is a register (the writer's backpressure reads it at no LUT cost); its next
-        # value is one LUT after w_en: a choice between two values precomputed from registers
-        if_w = Signal()
-        if_nw = Signal()
-        m.d.comb += [
-            if_w.eq(Mux(do_inner_read, self._nfull, inner_level != inner - 1)),
-            if_nw.eq(self._nfull | do_inner_read),
+        # w_rdy is one LUT after registers and w_en reaches no LUT: both candidates for the
+        # next not-full flag are registered, and w_en itself (registered) picks one
+        m.d.sync += [
+            self._wrote.eq(self.w_en),
+            self._nf_w.eq(Mux(do_inner_read, self.w_rdy, inner_level != inner - 1)),
+            self._nf_nw.eq(self.w_rdy | do_inner_read),
         ]
-        m.d.sync += self._nfull.eq(Mux(self.w_en, if_w, if_nw))
 
         with m.If(do_inner_read):
             m.d.sync += [rp.eq(rp1), rp1.eq(rp1 + 1), self.r_rdy.eq(1)]
