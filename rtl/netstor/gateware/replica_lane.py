@@ -40,7 +40,10 @@ Throughput: one beat per clock.
 
 Size (Yosys ``synth_xilinx``, this block alone: 4,096 groups, 512-beat ring, 97-bit tuser): 47
 RAMB36 (37 the group memory, 10 the ring), ~480 LUT + 30 RAM32M16 (the engine's FIFOs), 1,607
-FF, 6 LUT levels (the engine's prefetch credit).
+FF, 6 LUT levels (the engine's prefetch credit). As the copy-lane core builds it (``direct``,
+4,096-beat ring, 256-packet descriptor FIFO, ``beat_bits`` 8, a 36-bit ``ptag``, ``pkt_ring``
+512): 114 RAMB36 (37 groups, 77 ring), 1,604 LUT (632 of them LUTRAM: the descriptor FIFO),
+2,111 FF, 6 LUT levels (the descriptor FIFO's level counter); Yosys 435 s.
 """
 
 from __future__ import annotations
