@@ -93,6 +93,30 @@ CUCKOO_MOVES = 4
 EXACT_MOVES = 6
 
 
+def _free_path(first, moves, is_free, max_moves):
+    """Breadth-first search of a cuckoo chain: the shortest ``[a0, ..., ak]``, ``k <=
+    max_moves``, ``a0`` in ``first``, ``a(i+1)`` in ``moves(a(i))`` (where the entry at
+    ``a(i)`` may go), ``is_free(ak)``; None if there is none. ``first`` itself is not tested
+    for a free slot."""
+    parent = dict.fromkeys(first)
+    frontier = list(first)
+    for _ in range(max_moves):
+        nxt = []
+        for a in frontier:
+            for a2 in moves(a):
+                if a2 in parent:
+                    continue
+                parent[a2] = a
+                if is_free(a2):
+                    path = [a2]
+                    while parent[path[-1]] is not None:
+                        path.append(parent[path[-1]])
+                    return path[::-1]
+                nxt.append(a2)
+        frontier = nxt
+    return None
+
+
 class ExactShadow(dict):
     """Shadow of an exact table: ``key -> address`` (a dict), plus ``at`` (address -> key) and
     ``word`` (address -> the entry word written there), so entries can move between ways."""
@@ -122,25 +146,10 @@ class ExactShadow(dict):
         for a in first:
             if a not in self.at:
                 return [a]
-        parent = dict.fromkeys(first)
-        frontier = list(first)
-        for _ in range(max_moves):
-            nxt = []
-            for a in frontier:
-                if self.word.get(a) is None:
-                    continue        # its word is unknown: the key cannot be rewritten elsewhere
-                for a2 in slots(self.at[a]):
-                    if a2 in parent:
-                        continue
-                    parent[a2] = a
-                    if a2 not in self.at:
-                        path = [a2]
-                        while parent[path[-1]] is not None:
-                            path.append(parent[path[-1]])
-                        return path[::-1]
-                    nxt.append(a2)
-            frontier = nxt
-        return None
+        # a key whose word is unknown cannot be rewritten elsewhere: it does not move
+        return _free_path(first, lambda a: (slots(self.at[a]) if self.word.get(a) is not None
+                                            else ()),
+                          lambda a: a not in self.at, max_moves)
 
     def insert(self, slots, key, word, max_moves=EXACT_MOVES):
         """Place a new ``key`` (its entry ``word``) along :meth:`cuckoo_path`; returns the
@@ -185,31 +194,10 @@ class _LpmSlots(list):
         slot in another of ``banks``), ``ak`` is free. None if there is none."""
         if len(banks) < 2:
             return None
-        parent = {}
-        frontier = []
-        for b in banks:
-            a = self.slot(b, prefix)
-            parent[a] = None
-            frontier.append(a)
-        for _ in range(max_moves):
-            nxt = []
-            for a in frontier:
-                q = self[a][0]
-                for b in banks:
-                    if b == a // self.depth:
-                        continue
-                    a2 = self.slot(b, q)
-                    if a2 in parent:
-                        continue
-                    parent[a2] = a
-                    if self[a2] is _FREE:
-                        path = [a2]
-                        while parent[path[-1]] is not None:
-                            path.append(parent[path[-1]])
-                        return path[::-1]
-                    nxt.append(a2)
-            frontier = nxt
-        return None
+        return _free_path([self.slot(b, prefix) for b in banks],
+                          lambda a: [self.slot(b, self[a][0]) for b in banks
+                                     if b != a // self.depth],
+                          lambda a: self[a] is _FREE, max_moves)
 
     def put(self, addr, entry):
         self[addr] = entry
