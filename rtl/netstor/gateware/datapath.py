@@ -268,17 +268,8 @@ class Datapath(wiring.Component):
                 wiring.connect(m, dep.o, bufs[R].i)
                 continue
             q = c
-            uw = TX_USER + 1 if q < P else RX_USER
-            oq = m.submodules[f"outq{q}"] = EgressQueue(
-                data_width=dw, user_width=uw, depth_beats=self.out_queue_beats)
+            oq = self._output_queue(m, q)
             wiring.connect(m, dep.o, oq.i)
-            dst = getattr(self, f"out{q}")
-            wiring.connect(m, oq.o, wiring.flipped(dst))
-            oc = m.submodules[f"out{q}_counter"] = PacketCounter(pkt_layout(dw, uw))
-            m.d.comb += tap(oc.tap, dst)
-            m.d.comb += [ctr[f"out{q}.pkts"].eq(oc.pkts[0]),
-                         ctr[f"out{q}.bytes"].eq(oc.bytes[0]),
-                         ctr[f"out{q}.drop_full"].eq(oq.drop_full)]
             if q < P:
                 # ---- synthesised TX completions for host packets of port q ------------------
                 k = P + q
@@ -293,199 +284,13 @@ class Datapath(wiring.Component):
                 wiring.connect(m, cs.o, wiring.flipped(self.synth[q]))
         return m
 
-
-def _arb_layout(dw):
-    return arb_layout(dw, UW)
-
-
-def _lane_elaborate(self, m, arb, parser, phv, bufs):
-    """The copy lane (``copies="lane"``): every copy of every packet leaves the traffic
-    manager as a descriptor of the replication engine; one lane replays them.
-
-    ::
-
-        arb.o --> ReplicaLane store (every beat, ring of ring_beats)
-        PHV (after the stages) + orig --> PHV ring (phv_ring packets, by packet count)
-        t1 decision --> descriptor {group | direct copy, recirculation copy, start, nbeats,
-                        packet, input, host tag} --> engine --> lane: one copy at a time
-        take (go) --> PHV ring read --> PHV with egress port / rid --> egress elements
-                  --> Deparser (one) <-- the copy's beats, delayed to meet the window
-                  --> Truncator --> by copy port: egress queue q / recirculation buffer
-    """
-    pl, dw, ctr = self.pipeline, self.dw, self.ctr
-    P, nout, R = pl.n_ports, pl.n_outputs, pl.recirc_input
-    S = sum(st.latency for st in self.stages)
-    E = self.egress.latency
-    phv_l = data.StructLayout(pl.phv.layout())
-    ol = orig_layout()
-    PB = (self.phv_ring - 1).bit_length()
-    TW = 16                                        # host TX tag (tuser[16:1])
-    # the packet's number (COUNT_BITS: its PHV ring slot is the low bits), input, host tag
-    ptag_l = data.StructLayout({"pidx": COUNT_BITS, "inport": 4, "htag": TW})
-    gw = pl.field_width("meta.mcast_group")
-
-    lane = m.submodules.lane = ReplicaLane(
-        nout, n_groups=pl.mcast_groups, group_width=gw, ring_beats=self.ring_beats,
-        data_width=dw, user_width=UW, fifo_depth=self.desc_fifo, beat_bits=LANE_BEAT_BITS,
-        ptag_width=ptag_l.size, direct=True, pkt_ring=self.phv_ring)
-    wiring.connect(m, arb.o, lane.beat_in)
-    wiring.connect(m, self.mcast_port, lane.mc)
-
-    # ---- per packet at its first beat: where it is stored, its input and host tag ----------
-    # (sampled at t0, FIRST_TO_PHV + S cycles after the packet's first beat)
-    b = arb.o.payload
-    rec_l = data.StructLayout({"start": COUNT_BITS, "nbeats": LANE_BEAT_BITS, "inport": 4,
-                               "htag": TW})
-    rec = Signal(rec_l)
-    m.d.comb += [rec.start.eq(lane.count), rec.nbeats.eq((b.len + 63) >> 6),
-                 rec.inport.eq(b.port), rec.htag.eq(b.user[1:1 + TW])]
-    rec_d = m.submodules.rec_delay = DelayLine(rec_l.size, FIRST_TO_PHV + S)
-    orig_d = m.submodules.orig_delay = DelayLine(ol.size, S)
-    m.d.comb += [rec_d.i.eq(rec), orig_d.i.eq(parser.orig)]
-    rec0 = Signal(rec_l)
-    m.d.comb += rec0.eq(rec_d.o)
-
-    # ---- t0: the PHV and the original fields into the PHV ring ------------------------------
-    ring_l = data.StructLayout({"phv": phv_l, "orig": ol})
-    pring = m.submodules.phv_ring = Memory(shape=ring_l, depth=self.phv_ring, init=[])
-    pw, pr = pring.write_port(), pring.read_port(transparent_for=())
-    pidx = Signal(COUNT_BITS)
-    m.d.comb += [pw.addr.eq(pidx[:PB]), pw.en.eq(phv.valid), pw.data.phv.eq(phv.payload),
-                 pw.data.orig.eq(orig_d.o), lane.pkt_count.eq(pidx)]
-    with m.If(phv.valid):
-        m.d.sync += pidx.eq(pidx + 1)
-
-    # ---- t1: the copy decision ---------------------------------------------------------------
-    f = HwEnv(pl, phv.payload).field
-    v1 = Signal()
-    drop1, recirc1, clone1 = (Signal(reset_less=True, name=n_) for n_ in ("drop1", "recirc1",
-                                                                          "clone1"))
-    group1 = Signal(gw, reset_less=True)
-    egp1 = Signal(pl.field_width("meta.egress_port"), reset_less=True)
-    count1 = Signal(pl.field_width("meta.recirc_count"), reset_less=True)
-    rec1 = Signal(rec_l, reset_less=True)
-    pidx1 = Signal(COUNT_BITS, reset_less=True)
-    m.d.sync += [v1.eq(phv.valid), drop1.eq(f("meta.drop")), recirc1.eq(f("meta.recirc")),
-                 clone1.eq(f("meta.clone")), group1.eq(f("meta.mcast_group")),
-                 egp1.eq(f("meta.egress_port")), count1.eq(f("meta.recirc_count")),
-                 rec1.eq(rec0), pidx1.eq(pidx)]
-    fwd = ~drop1 & ~recirc1
-    mcast = fwd & (group1 != 0)
-    uni = fwd & (group1 == 0) & (egp1 < nout)
-    bad = fwd & (group1 == 0) & (egp1 >= nout)
-    want_rc = ~drop1 & (recirc1 | clone1)
-    limit = count1 >= pl.max_recirc
-    rc = want_rc & ~limit
-    dv = Signal()
-    m.d.comb += dv.eq(v1 & (mcast | uni | rc))
-    d = lane.desc.payload
-    m.d.comb += [lane.desc.valid.eq(dv), d.group.eq(group1), d.start.eq(rec1.start),
-                 d.nbeats.eq(rec1.nbeats), d.ptag.eq(Cat(pidx1, rec1.inport, rec1.htag)),
-                 d.direct.eq(~mcast), d.dcopy.eq(uni), d.dport.eq(egp1), d.rc.eq(rc)]
-    m.d.comb += [ctr["tm.drop"].eq(v1 & drop1),
-                 ctr["tm.recirc_limit"].eq(v1 & want_rc & limit),
-                 ctr["tm.bad_port"].eq((v1 & bad) + lane.cnt.bad_port),
-                 ctr["tm.mcast_empty"].eq(lane.cnt.mcast_empty),
-                 ctr["tm.overflow"].eq(lane.cnt.overflow)]
-    for q in range(nout):
-        m.d.comb += ctr[f"out{q}.drop_stale"].eq(lane.stale.valid & (lane.stale.payload.port == q))
-    m.d.comb += ctr["tm.recirc_stale"].eq(lane.stale.valid & (lane.stale.payload.port == nout))
-    # a refused descriptor's input and tag (the engine's overflow pulse comes one cycle later)
-    ovf_in = Signal(4, reset_less=True)
-    ovf_tag = Signal(TW, reset_less=True)
-    m.d.sync += [ovf_in.eq(rec1.inport), ovf_tag.eq(rec1.htag)]
-
-    # ---- a copy the lane starts (go): its PHV read, port and rid set ----------------------
-    tk = lane.take
-    tkp = Signal(ptag_l)
-    m.d.comb += [tkp.eq(tk.payload.ptag), pr.addr.eq(tkp.pidx[:PB]), pr.en.eq(1)]
-    c1v = Signal()
-    c1_port = Signal(4, reset_less=True)
-    c1_rid = Signal(16, reset_less=True)
-    m.d.sync += [c1v.eq(tk.valid), c1_port.eq(tk.payload.port), c1_rid.eq(tk.payload.rid)]
-    c2v, c2rv = Signal(), Signal()
-    c2_phv = Signal(phv_l, reset_less=True)
-    c2_orig = Signal(ol, reset_less=True)
-    e2 = HwEnv(pl, c2_phv).field
-    c1_rc = c1_port == nout
-    m.d.sync += [c2v.eq(c1v & ~c1_rc), c2rv.eq(c1v & c1_rc), c2_phv.eq(pr.data.phv),
-                 c2_orig.eq(pr.data.orig)]
-    with m.If(~c1_rc):
-        m.d.sync += [e2("meta.egress_port").eq(c1_port), e2("meta.rid").eq(c1_rid)]
-    egress = m.submodules.egress = self.egress
-    m.d.comb += [egress.i[0].valid.eq(c2v), egress.i[0].payload.eq(c2_phv),
-                 egress.i[1].valid.eq(c2rv), egress.i[1].payload.eq(c2_phv)]
-    eorig = m.submodules.egress_orig = DelayLine(ol.size, E)
-    m.d.comb += eorig.i.eq(c2_orig)
-    xv = Signal()
-    xphv = Signal(phv_l)
-    xrc = egress.o[1].valid
-    m.d.comb += [xv.eq(egress.o[0].valid | xrc),
-                 xphv.eq(Mux(xrc, egress.o[1].payload, egress.o[0].payload))]
-
-    # ---- the copy's beats, delayed to meet the deparser's window ---------------------------
-    # the first beat leaves the lane LANE_LATENCY cycles after go; the window is ready
-    # 2 + E + PREP_LATENCY cycles after go
-    BD = 2 + E + PREP_LATENCY - LANE_LATENCY
-    ll = lane_layout(dw, UW)
-    bline = m.submodules.copy_beats = DelayLine(1 + ll.size, BD)
-    m.d.comb += bline.i.eq(Cat(lane.o.valid, lane.o.payload))
-    lb = Signal(ll)
-    lbv = Signal()
-    m.d.comb += [lbv.eq(bline.o[0]), lb.eq(bline.o[1:])]
-    SIDE = 8                                       # copy port, input port
-    dep = m.submodules.dp_lane = Deparser(pl, data_width=dw, user_width=UW + SIDE,
-                                          n_ports=P, tx_user=TX_USER, name="dp_lane",
-                                          output="lane")
-    m.d.comb += [dep.copy.valid.eq(xv), dep.copy.payload.eq(xphv), dep.orig.eq(eorig.o),
-                 dep.beat.valid.eq(lbv), dep.beat.payload.data.eq(lb.data),
-                 dep.beat.payload.keep.eq(lb.keep), dep.beat.payload.last.eq(lb.last),
-                 dep.beat.payload.len.eq(lb.len), dep.beat.payload.port.eq(lb.port),
-                 dep.beat.payload.user.eq(Cat(lb.user, lb.cport, lb.port)),
-                 dep.beat.payload.first.eq(lbv & lb.first), dep.beat.payload.index.eq(lb.index)]
-
-    # ---- truncation facts of the copy, with its first beat --------------------------------
-    xf = HwEnv(pl, xphv).field
-    info = Signal(trunc_info_layout())
-    has_trunc = "meta.truncate" in pl.phv.fields
-    m.d.comb += [info.trunc.eq((xf("meta.truncate") if has_trunc else 0) & ~xrc),
-                 info.vlan.eq(xf("meta.vlan_valid")), info.ipv4.eq(xf("meta.ipv4_valid")),
-                 info.udp.eq(xf("meta.udp_valid")), info.ihl.eq(xf("ipv4.ver_ihl")[:4]),
-                 info.app.eq(xf("meta.hdr_type") != 0)]
-    info_d = m.submodules.trunc_info = DelayLine(trunc_info_layout().size, PREP_LATENCY)
-    m.d.comb += info_d.i.eq(info)
-    UL = UW + SIDE + RECIRC_USER
-    tr = m.submodules.truncate = Truncator(data_width=dw, user_width=UL)
-    m.d.comb += [tr.i.valid.eq(dep.o.valid), tr.i.payload.eq(dep.o.payload),
-                 dep.o.ready.eq(1), tr.info.eq(info_d.o)]
-
-    # ---- by copy port: the egress queues and the recirculation buffer ---------------------
-    t = tr.o.payload
-    t_user, t_cport = t.user[:UW], t.user[UW:UW + 4]
-    t_in, t_rx = t.user[UW + 4:UW + SIDE], t.user[UW + SIDE:]
-    t_in_pkt = Signal()
-    with m.If(tr.o.valid):
-        m.d.sync += t_in_pkt.eq(~t.last)
-    t_first = tr.o.valid & ~t_in_pkt
-    rb = bufs[R].i
-    m.d.comb += [rb.valid.eq(tr.o.valid & (t_cport == nout)), rb.payload.data.eq(t.data),
-                 rb.payload.keep.eq(t.keep), rb.payload.last.eq(t.last),
-                 rb.payload.user.eq(t_rx)]
-    land = lane.land
-    for q in range(nout):
+    def _output_queue(self, m, q):
+        """Egress queue ``q`` (whole packets admitted or dropped) onto port ``out{q}``, with
+        its packet/byte/drop counters; returns the queue (its ``i`` for the caller)."""
+        P, dw, ctr = self.pipeline.n_ports, self.dw, self.ctr
         uw = TX_USER + 1 if q < P else RX_USER
         oq = m.submodules[f"outq{q}"] = EgressQueue(
             data_width=dw, user_width=uw, depth_beats=self.out_queue_beats)
-        qi = oq.i
-        m.d.comb += [qi.valid.eq(tr.o.valid & (t_cport == q)), qi.payload.data.eq(t.data),
-                     qi.payload.keep.eq(t.keep), qi.payload.last.eq(t.last),
-                     qi.payload.len.eq(t.len)]
-        if q < P:
-            own = t_in == P + q
-            from_host = (t_in >= P) & (t_in < 2 * P)
-            m.d.comb += qi.payload.user.eq(Cat(Mux(from_host, t_user[:TX_USER], 0), own))
-        else:
-            m.d.comb += qi.payload.user.eq(Mux(t_in < P, t_user, 0))
         dst = getattr(self, f"out{q}")
         wiring.connect(m, oq.o, wiring.flipped(dst))
         oc = m.submodules[f"out{q}_counter"] = PacketCounter(pkt_layout(dw, uw))
@@ -493,37 +298,227 @@ def _lane_elaborate(self, m, arb, parser, phv, bufs):
         m.d.comb += [ctr[f"out{q}.pkts"].eq(oc.pkts[0]),
                      ctr[f"out{q}.bytes"].eq(oc.bytes[0]),
                      ctr[f"out{q}.drop_full"].eq(oq.drop_full)]
-        if q < P:
-            # ---- synthesised TX completions: host packets of port q with no own copy -------
-            k = P + q
-            cs = m.submodules[f"cpl_events{q}"] = CompletionSynth(
-                n_ports=P, port=q, data_width=dw, user_width=UW, tx_user=TX_USER,
-                miss_events=4)
-            m.d.comb += tap(cs.host_in, getattr(self, f"in{k}"))
-            m.d.comb += tap(cs.queue, qi)
-            m.d.comb += cs.queue_first.eq(t_first)
-            # (1) no descriptor at all (dropped, bad port, recirculation limit)
-            no_desc = v1 & ~dv & (rec1.inport == k)
-            # (2) its descriptor refused (engine FIFO full)
-            refused = lane.cnt.overflow & (ovf_in == k)
-            # (3) its list, as it lands, makes no copy to wire port q
-            lt = Signal(ptag_l)
-            m.d.comb += lt.eq(land.payload.tag[COUNT_BITS + LANE_BEAT_BITS:])
-            own_listed = Cat(*[land.payload.made[s_] &
-                               (land.payload.copies[20 * s_:20 * s_ + 4] == q)
-                               for s_ in range(lane.engine.slots)]).any()
-            no_own = land.valid & (lt.inport == k) & ~own_listed
-            # (4) its own copy stale
-            st = Signal(ptag_l)
-            m.d.comb += st.eq(lane.stale.payload.ptag)
-            stale_own = lane.stale.valid & (lane.stale.payload.port == q) & (st.inport == k)
-            for i_, (ev, tag_) in enumerate(((no_desc, rec1.htag), (refused, ovf_tag),
-                                             (no_own, lt.htag), (stale_own, st.htag))):
-                m.d.comb += cs.miss[i_].eq(Cat(ev, tag_))
-            m.d.comb += [cs.host_drop.eq(bufs[k].drop_runt | bufs[k].drop_oversize),
-                         cs.queue_drop.eq(oq.drop_full),
-                         ctr[f"cpl{q}.synth_lost"].eq(cs.lost)]
-            wiring.connect(m, cs.o, wiring.flipped(self.synth[q]))
+        return oq
+
+    def _elaborate_lane(self, m, arb, parser, phv, bufs):
+        """The copy lane (``copies="lane"``): every copy of every packet leaves the traffic
+        manager as a descriptor of the replication engine; one lane replays them.
+
+        ::
+
+            arb.o --> ReplicaLane store (every beat, ring of ring_beats)
+            PHV (after the stages) + orig --> PHV ring (phv_ring packets, by packet count)
+            t1 decision --> descriptor {group | direct copy, recirculation copy, start, nbeats,
+                            packet, input, host tag} --> engine --> lane: one copy at a time
+            take (go) --> PHV ring read --> PHV with egress port / rid --> egress elements
+                      --> Deparser (one) <-- the copy's beats, delayed to meet the window
+                      --> Truncator --> by copy port: egress queue q / recirculation buffer
+        """
+        pl, dw, ctr = self.pipeline, self.dw, self.ctr
+        P, nout, R = pl.n_ports, pl.n_outputs, pl.recirc_input
+        S = sum(st.latency for st in self.stages)
+        E = self.egress.latency
+        phv_l = data.StructLayout(pl.phv.layout())
+        ol = orig_layout()
+        PB = (self.phv_ring - 1).bit_length()
+        TW = 16                                        # host TX tag (tuser[16:1])
+        # the packet's number (COUNT_BITS: its PHV ring slot is the low bits), input, host tag
+        ptag_l = data.StructLayout({"pidx": COUNT_BITS, "inport": 4, "htag": TW})
+        gw = pl.field_width("meta.mcast_group")
+
+        lane = m.submodules.lane = ReplicaLane(
+            nout, n_groups=pl.mcast_groups, group_width=gw, ring_beats=self.ring_beats,
+            data_width=dw, user_width=UW, fifo_depth=self.desc_fifo, beat_bits=LANE_BEAT_BITS,
+            ptag_width=ptag_l.size, direct=True, pkt_ring=self.phv_ring)
+        wiring.connect(m, arb.o, lane.beat_in)
+        wiring.connect(m, self.mcast_port, lane.mc)
+
+        # ---- per packet at its first beat: where it is stored, its input and host tag ----------
+        # (sampled at t0, FIRST_TO_PHV + S cycles after the packet's first beat)
+        b = arb.o.payload
+        rec_l = data.StructLayout({"start": COUNT_BITS, "nbeats": LANE_BEAT_BITS, "inport": 4,
+                                   "htag": TW})
+        rec = Signal(rec_l)
+        m.d.comb += [rec.start.eq(lane.count), rec.nbeats.eq((b.len + 63) >> 6),
+                     rec.inport.eq(b.port), rec.htag.eq(b.user[1:1 + TW])]
+        rec_d = m.submodules.rec_delay = DelayLine(rec_l.size, FIRST_TO_PHV + S)
+        orig_d = m.submodules.orig_delay = DelayLine(ol.size, S)
+        m.d.comb += [rec_d.i.eq(rec), orig_d.i.eq(parser.orig)]
+        rec0 = Signal(rec_l)
+        m.d.comb += rec0.eq(rec_d.o)
+
+        # ---- t0: the PHV and the original fields into the PHV ring ------------------------------
+        ring_l = data.StructLayout({"phv": phv_l, "orig": ol})
+        pring = m.submodules.phv_ring = Memory(shape=ring_l, depth=self.phv_ring, init=[])
+        pw, pr = pring.write_port(), pring.read_port(transparent_for=())
+        pidx = Signal(COUNT_BITS)
+        m.d.comb += [pw.addr.eq(pidx[:PB]), pw.en.eq(phv.valid), pw.data.phv.eq(phv.payload),
+                     pw.data.orig.eq(orig_d.o), lane.pkt_count.eq(pidx)]
+        with m.If(phv.valid):
+            m.d.sync += pidx.eq(pidx + 1)
+
+        # ---- t1: the copy decision ---------------------------------------------------------------
+        f = HwEnv(pl, phv.payload).field
+        v1 = Signal()
+        drop1, recirc1, clone1 = (Signal(reset_less=True, name=n_) for n_ in ("drop1", "recirc1",
+                                                                              "clone1"))
+        group1 = Signal(gw, reset_less=True)
+        egp1 = Signal(pl.field_width("meta.egress_port"), reset_less=True)
+        count1 = Signal(pl.field_width("meta.recirc_count"), reset_less=True)
+        rec1 = Signal(rec_l, reset_less=True)
+        pidx1 = Signal(COUNT_BITS, reset_less=True)
+        m.d.sync += [v1.eq(phv.valid), drop1.eq(f("meta.drop")), recirc1.eq(f("meta.recirc")),
+                     clone1.eq(f("meta.clone")), group1.eq(f("meta.mcast_group")),
+                     egp1.eq(f("meta.egress_port")), count1.eq(f("meta.recirc_count")),
+                     rec1.eq(rec0), pidx1.eq(pidx)]
+        fwd = ~drop1 & ~recirc1
+        mcast = fwd & (group1 != 0)
+        uni = fwd & (group1 == 0) & (egp1 < nout)
+        bad = fwd & (group1 == 0) & (egp1 >= nout)
+        want_rc = ~drop1 & (recirc1 | clone1)
+        limit = count1 >= pl.max_recirc
+        rc = want_rc & ~limit
+        dv = Signal()
+        m.d.comb += dv.eq(v1 & (mcast | uni | rc))
+        d = lane.desc.payload
+        m.d.comb += [lane.desc.valid.eq(dv), d.group.eq(group1), d.start.eq(rec1.start),
+                     d.nbeats.eq(rec1.nbeats), d.ptag.eq(Cat(pidx1, rec1.inport, rec1.htag)),
+                     d.direct.eq(~mcast), d.dcopy.eq(uni), d.dport.eq(egp1), d.rc.eq(rc)]
+        m.d.comb += [ctr["tm.drop"].eq(v1 & drop1),
+                     ctr["tm.recirc_limit"].eq(v1 & want_rc & limit),
+                     ctr["tm.bad_port"].eq((v1 & bad) + lane.cnt.bad_port),
+                     ctr["tm.mcast_empty"].eq(lane.cnt.mcast_empty),
+                     ctr["tm.overflow"].eq(lane.cnt.overflow)]
+        for q in range(nout):
+            m.d.comb += ctr[f"out{q}.drop_stale"].eq(lane.stale.valid & (lane.stale.payload.port == q))
+        m.d.comb += ctr["tm.recirc_stale"].eq(lane.stale.valid & (lane.stale.payload.port == nout))
+        # a refused descriptor's input and tag (the engine's overflow pulse comes one cycle later)
+        ovf_in = Signal(4, reset_less=True)
+        ovf_tag = Signal(TW, reset_less=True)
+        m.d.sync += [ovf_in.eq(rec1.inport), ovf_tag.eq(rec1.htag)]
+
+        # ---- a copy the lane starts (go): its PHV read, port and rid set ----------------------
+        tk = lane.take
+        tkp = Signal(ptag_l)
+        m.d.comb += [tkp.eq(tk.payload.ptag), pr.addr.eq(tkp.pidx[:PB]), pr.en.eq(1)]
+        c1v = Signal()
+        c1_port = Signal(4, reset_less=True)
+        c1_rid = Signal(16, reset_less=True)
+        m.d.sync += [c1v.eq(tk.valid), c1_port.eq(tk.payload.port), c1_rid.eq(tk.payload.rid)]
+        c2v, c2rv = Signal(), Signal()
+        c2_phv = Signal(phv_l, reset_less=True)
+        c2_orig = Signal(ol, reset_less=True)
+        e2 = HwEnv(pl, c2_phv).field
+        c1_rc = c1_port == nout
+        m.d.sync += [c2v.eq(c1v & ~c1_rc), c2rv.eq(c1v & c1_rc), c2_phv.eq(pr.data.phv),
+                     c2_orig.eq(pr.data.orig)]
+        with m.If(~c1_rc):
+            m.d.sync += [e2("meta.egress_port").eq(c1_port), e2("meta.rid").eq(c1_rid)]
+        egress = m.submodules.egress = self.egress
+        m.d.comb += [egress.i[0].valid.eq(c2v), egress.i[0].payload.eq(c2_phv),
+                     egress.i[1].valid.eq(c2rv), egress.i[1].payload.eq(c2_phv)]
+        eorig = m.submodules.egress_orig = DelayLine(ol.size, E)
+        m.d.comb += eorig.i.eq(c2_orig)
+        xv = Signal()
+        xphv = Signal(phv_l)
+        xrc = egress.o[1].valid
+        m.d.comb += [xv.eq(egress.o[0].valid | xrc),
+                     xphv.eq(Mux(xrc, egress.o[1].payload, egress.o[0].payload))]
+
+        # ---- the copy's beats, delayed to meet the deparser's window ---------------------------
+        # the first beat leaves the lane LANE_LATENCY cycles after go; the window is ready
+        # 2 + E + PREP_LATENCY cycles after go
+        BD = 2 + E + PREP_LATENCY - LANE_LATENCY
+        ll = lane_layout(dw, UW)
+        bline = m.submodules.copy_beats = DelayLine(1 + ll.size, BD)
+        m.d.comb += bline.i.eq(Cat(lane.o.valid, lane.o.payload))
+        lb = Signal(ll)
+        lbv = Signal()
+        m.d.comb += [lbv.eq(bline.o[0]), lb.eq(bline.o[1:])]
+        SIDE = 8                                       # copy port, input port
+        dep = m.submodules.dp_lane = Deparser(pl, data_width=dw, user_width=UW + SIDE,
+                                              n_ports=P, tx_user=TX_USER, name="dp_lane",
+                                              output="lane")
+        m.d.comb += [dep.copy.valid.eq(xv), dep.copy.payload.eq(xphv), dep.orig.eq(eorig.o),
+                     dep.beat.valid.eq(lbv), dep.beat.payload.data.eq(lb.data),
+                     dep.beat.payload.keep.eq(lb.keep), dep.beat.payload.last.eq(lb.last),
+                     dep.beat.payload.len.eq(lb.len), dep.beat.payload.port.eq(lb.port),
+                     dep.beat.payload.user.eq(Cat(lb.user, lb.cport, lb.port)),
+                     dep.beat.payload.first.eq(lbv & lb.first), dep.beat.payload.index.eq(lb.index)]
+
+        # ---- truncation facts of the copy, with its first beat --------------------------------
+        xf = HwEnv(pl, xphv).field
+        info = Signal(trunc_info_layout())
+        has_trunc = "meta.truncate" in pl.phv.fields
+        m.d.comb += [info.trunc.eq((xf("meta.truncate") if has_trunc else 0) & ~xrc),
+                     info.vlan.eq(xf("meta.vlan_valid")), info.ipv4.eq(xf("meta.ipv4_valid")),
+                     info.udp.eq(xf("meta.udp_valid")), info.ihl.eq(xf("ipv4.ver_ihl")[:4]),
+                     info.app.eq(xf("meta.hdr_type") != 0)]
+        info_d = m.submodules.trunc_info = DelayLine(trunc_info_layout().size, PREP_LATENCY)
+        m.d.comb += info_d.i.eq(info)
+        UL = UW + SIDE + RECIRC_USER
+        tr = m.submodules.truncate = Truncator(data_width=dw, user_width=UL)
+        m.d.comb += [tr.i.valid.eq(dep.o.valid), tr.i.payload.eq(dep.o.payload),
+                     dep.o.ready.eq(1), tr.info.eq(info_d.o)]
+
+        # ---- by copy port: the egress queues and the recirculation buffer ---------------------
+        t = tr.o.payload
+        t_user, t_cport = t.user[:UW], t.user[UW:UW + 4]
+        t_in, t_rx = t.user[UW + 4:UW + SIDE], t.user[UW + SIDE:]
+        t_in_pkt = Signal()
+        with m.If(tr.o.valid):
+            m.d.sync += t_in_pkt.eq(~t.last)
+        t_first = tr.o.valid & ~t_in_pkt
+        rb = bufs[R].i
+        m.d.comb += [rb.valid.eq(tr.o.valid & (t_cport == nout)), rb.payload.data.eq(t.data),
+                     rb.payload.keep.eq(t.keep), rb.payload.last.eq(t.last),
+                     rb.payload.user.eq(t_rx)]
+        land = lane.land
+        for q in range(nout):
+            oq = self._output_queue(m, q)
+            qi = oq.i
+            m.d.comb += [qi.valid.eq(tr.o.valid & (t_cport == q)), qi.payload.data.eq(t.data),
+                         qi.payload.keep.eq(t.keep), qi.payload.last.eq(t.last),
+                         qi.payload.len.eq(t.len)]
+            if q < P:
+                own = t_in == P + q
+                from_host = (t_in >= P) & (t_in < 2 * P)
+                m.d.comb += qi.payload.user.eq(Cat(Mux(from_host, t_user[:TX_USER], 0), own))
+            else:
+                m.d.comb += qi.payload.user.eq(Mux(t_in < P, t_user, 0))
+            if q < P:
+                # ---- synthesised TX completions: host packets of port q with no own copy -------
+                k = P + q
+                cs = m.submodules[f"cpl_events{q}"] = CompletionSynth(
+                    n_ports=P, port=q, data_width=dw, user_width=UW, tx_user=TX_USER,
+                    miss_events=4)
+                m.d.comb += tap(cs.host_in, getattr(self, f"in{k}"))
+                m.d.comb += tap(cs.queue, qi)
+                m.d.comb += cs.queue_first.eq(t_first)
+                # (1) no descriptor at all (dropped, bad port, recirculation limit)
+                no_desc = v1 & ~dv & (rec1.inport == k)
+                # (2) its descriptor refused (engine FIFO full)
+                refused = lane.cnt.overflow & (ovf_in == k)
+                # (3) its list, as it lands, makes no copy to wire port q
+                lt = Signal(ptag_l)
+                m.d.comb += lt.eq(land.payload.tag[COUNT_BITS + LANE_BEAT_BITS:])
+                own_listed = Cat(*[land.payload.made[s_] &
+                                   (land.payload.copies[20 * s_:20 * s_ + 4] == q)
+                                   for s_ in range(lane.engine.slots)]).any()
+                no_own = land.valid & (lt.inport == k) & ~own_listed
+                # (4) its own copy stale
+                st = Signal(ptag_l)
+                m.d.comb += st.eq(lane.stale.payload.ptag)
+                stale_own = lane.stale.valid & (lane.stale.payload.port == q) & (st.inport == k)
+                for i_, (ev, tag_) in enumerate(((no_desc, rec1.htag), (refused, ovf_tag),
+                                                 (no_own, lt.htag), (stale_own, st.htag))):
+                    m.d.comb += cs.miss[i_].eq(Cat(ev, tag_))
+                m.d.comb += [cs.host_drop.eq(bufs[k].drop_runt | bufs[k].drop_oversize),
+                             cs.queue_drop.eq(oq.drop_full),
+                             ctr[f"cpl{q}.synth_lost"].eq(cs.lost)]
+                wiring.connect(m, cs.o, wiring.flipped(self.synth[q]))
 
 
-Datapath._elaborate_lane = _lane_elaborate
+def _arb_layout(dw):
+    return arb_layout(dw, UW)
+
