@@ -7,7 +7,7 @@ import pytest
 
 
 @pytest.mark.cocotb
-@pytest.mark.xdist_group("core")
+@pytest.mark.xdist_group("core2")
 def test_bench_smoke(tmp_path):
     from netstor.bench import run_pipeline, run_synth, pipeline as pb
     from netstor.bench.report import summary_text

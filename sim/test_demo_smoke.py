@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.cocotb
-@pytest.mark.xdist_group("core")       # the same Verilator build as test_core.py
+@pytest.mark.xdist_group("core2")       # the same Verilator build as test_core.py
 def test_demo_smoke(tmp_path):
     env = dict(os.environ, NETSTOR_DEMO_FRAMES="40", NETSTOR_SEED="3",
                NETSTOR_DEMO_OUT=str(tmp_path))

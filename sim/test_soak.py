@@ -21,7 +21,7 @@ SHORT_SLOTS = 24
 
 
 @pytest.mark.cocotb
-@pytest.mark.xdist_group("core")
+@pytest.mark.xdist_group("core2")
 def test_soak():
     env = {} if os.environ.get("NETSTOR_SOAK") == "1" else {"NETSTOR_SOAK_SLOTS": str(SHORT_SLOTS)}
     results = run_core("cocotb_soak", "test_soak", extra_env=env)

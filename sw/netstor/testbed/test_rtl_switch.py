@@ -16,7 +16,7 @@ PY = sys.executable
 
 
 @pytest.mark.cocotb
-@pytest.mark.xdist_group("core")
+@pytest.mark.xdist_group("core2")
 @pytest.mark.skipif(os.geteuid() != 0, reason="the test bed needs root")
 def test_rtl_switch_udp(tmp_path):
     stats = tmp_path / "stats.json"

@@ -16,9 +16,9 @@ reports client cloning too (+30 % even less its floor; not asserted).
 
 It is load-sensitive beyond what the floor captures: beside a whole-core Verilator case on the
 other of two cores, NetClone came out at +39 % and +42 % less its floor (twice, in the suite),
-against +8 % alone. So it joins the ``core`` xdist group: it then runs on the worker that runs
-the Verilator cases, after them (the group's tests run in collection order), when the other
-worker has finished its shorter queue."""
+against +8 % alone. So it is a ``solo`` test: ``make test`` runs it after the parallel phase,
+alone on the machine (it was the last test of the ``core`` xdist group before, which only
+worked while one worker ran every whole-core case)."""
 import os
 
 import pytest
@@ -26,7 +26,7 @@ import pytest
 from netstor.offloads.netclone.calibrate import calibrate
 
 
-@pytest.mark.xdist_group("core")
+@pytest.mark.solo
 @pytest.mark.skipif(os.geteuid() != 0, reason="the test bed needs root (network namespaces)")
 def test_simulator_matches_testbed_mean():
     res = calibrate(duration=16.0, schemes=("single", "netclone"))
