@@ -67,6 +67,10 @@ class Offload:
       plots).
     * ``cocotb``: ``(cocotb module, test)`` pairs run on the shared Verilator build of the
       whole core against the golden model (``sim/test_core.py``).
+    * ``bitstream``: its program is in the default bitstream's pipeline
+      (``netstor.programs.default_pipeline()``, ``make rtl``, the whole-core tests). ``False``:
+      an offload the gateware does not carry yet; its program joins a pipeline only when
+      named (``default_pipeline(extra=(name,))``: the model, the test bed, the simulator).
     """
     name: str
     title: str
@@ -84,6 +88,7 @@ class Offload:
     experiments: tuple = ()
     evaluation: str | None = None
     cocotb: tuple = ()
+    bitstream: bool = True
 
     def __post_init__(self):
         if not self.name.isidentifier():

@@ -1,6 +1,8 @@
 """Built-in programs. ``default_pipeline()`` is what one bitstream carries: L3 routing, the
 primitives test program, then every registered offload's program (:mod:`netstor.offloads`),
-in registry order."""
+in registry order. An offload registered with ``bitstream=False`` (its gateware is not in the
+frame path yet) joins only when named in ``extra``: ``default_pipeline(extra=("xorinc",))``
+is the pipeline the golden model, the test bed and the simulator run it in."""
 from netstor.lang import Pipeline
 from netstor.offloads import offloads
 
@@ -8,9 +10,23 @@ from .l3 import make_l3
 from .primitives import make_primitives, PRIM_UDP_PORT
 
 
-def default_pipeline(n_ports=2):
-    """The programs of the default bitstream, in pipeline order."""
+def pipeline_offloads(extra=()):
+    """The offloads of ``default_pipeline(extra=extra)``, in registry order: those of the
+    bitstream and those named in ``extra`` (``"all"``: every registered one)."""
     offs = offloads()
+    if extra == "all":
+        return list(offs)
+    extra = (extra,) if isinstance(extra, str) else tuple(extra)
+    unknown = set(extra) - {o.name for o in offs}
+    if unknown:
+        raise KeyError(f"no offload(s) {sorted(unknown)}; registered: {[o.name for o in offs]}")
+    return [o for o in offs if o.bitstream or o.name in extra]
+
+
+def default_pipeline(n_ports=2, extra=()):
+    """The programs of the default bitstream, in pipeline order; ``extra``: names of
+    offloads outside the bitstream (``bitstream=False``) to add in their registry position."""
+    offs = pipeline_offloads(extra)
     progs = [o.make_program(n_ports) for o in offs]
     routed = [p for o, p in zip(offs, progs) if o.routed_by_l3]
     return Pipeline([make_l3(n_ports, also=routed), make_primitives(n_ports), *progs],

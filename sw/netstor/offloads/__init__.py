@@ -20,6 +20,7 @@ __all__ = ["BUILTIN", "offloads", "get", "reset"]
 BUILTIN = [
     "netstor.offloads.netclone",
     "netstor.offloads.netrs",
+    "netstor.offloads.xorinc",          # bitstream=False: model, test bed, simulator only
 ]
 
 

@@ -343,3 +343,79 @@ do
   end
   DissectorTable.get("udp.port"):add(7432, proto)
 end
+
+-- XORInc (in-network erasure coding): UDP port 7450, 26-byte header
+do
+  local proto = Proto("netstor_xorinc", "XORInc (in-network erasure coding)")
+  local vs = {}
+  vs.type = { [1] = "READ", [2] = "READ_REPLY", [3] = "REPAIR", [4] = "PART", [5] = "REPAIRED", [6] = "UPD_NEW", [7] = "UPD_OLD", [8] = "DELTA", [9] = "ACK", [10] = "TIMEOUT" }
+  local f = {}
+  f.type = ProtoField.uint8("netstor_xorinc.type", "type", base.DEC, vs.type)
+  f.flags = ProtoField.uint8("netstor_xorinc.flags", "flags", base.HEX, nil)
+  f.opid = ProtoField.uint16("netstor_xorinc.opid", "opid", base.DEC, nil)
+  f.stripe = ProtoField.uint32("netstor_xorinc.stripe", "stripe", base.DEC, nil)
+  f.chunk = ProtoField.uint8("netstor_xorinc.chunk", "chunk", base.DEC, nil)
+  f.src = ProtoField.uint8("netstor_xorinc.src", "src", base.DEC, nil)
+  f.need = ProtoField.uint8("netstor_xorinc.need", "need", base.DEC, nil)
+  f.code = ProtoField.uint8("netstor_xorinc.code", "code", base.DEC, nil)
+  f.off = ProtoField.uint16("netstor_xorinc.off", "off", base.DEC, nil)
+  f.len = ProtoField.uint16("netstor_xorinc.len", "len", base.DEC, nil)
+  f.seq = ProtoField.uint32("netstor_xorinc.seq", "seq", base.DEC, nil)
+  f.req_addr = ProtoField.uint32("netstor_xorinc.req_addr", "req_addr", base.DEC, nil)
+  f.req_port = ProtoField.uint16("netstor_xorinc.req_port", "req_port", base.DEC, nil)
+  f.data = ProtoField.bytes("netstor_xorinc.data", "data")
+  proto.fields = { f.type, f.flags, f.opid, f.stripe, f.chunk, f.src, f.need, f.code, f.off, f.len, f.seq, f.req_addr, f.req_port, f.data }
+  local e_short = ProtoExpert.new("netstor_xorinc.malformed.short", "truncated netstor_xorinc header", expert.group.MALFORMED, expert.severity.ERROR)
+  proto.experts = { e_short }
+  local HDR = 26
+  -- field, byte offset, byte count, bit offset in those bytes (or false), width, name
+  local layout = {
+    { f.type, 0, 1, false, 8, "type" },
+    { f.flags, 1, 1, false, 8, "flags" },
+    { f.opid, 2, 2, false, 16, "opid" },
+    { f.stripe, 4, 4, false, 32, "stripe" },
+    { f.chunk, 8, 1, false, 8, "chunk" },
+    { f.src, 9, 1, false, 8, "src" },
+    { f.need, 10, 1, false, 8, "need" },
+    { f.code, 11, 1, false, 8, "code" },
+    { f.off, 12, 2, false, 16, "off" },
+    { f.len, 14, 2, false, 16, "len" },
+    { f.seq, 16, 4, false, 32, "seq" },
+    { f.req_addr, 20, 4, false, 32, "req_addr" },
+    { f.req_port, 24, 2, false, 16, "req_port" },
+  }
+  function proto.dissector(tvb, pinfo, tree)
+    local n = tvb:len()
+    pinfo.cols.protocol = "NETSTOR_XORINC"
+    local t = tree:add(proto, tvb(0, math.min(n, HDR)))
+    local v = {}
+    for _, e in ipairs(layout) do
+      local fld, off, nb, bo, w, name = e[1], e[2], e[3], e[4], e[5], e[6]
+      if off + nb > n then
+        t:add_proto_expert_info(e_short, string.format("truncated netstor_xorinc header: %d of %d bytes", n, HDR))
+        pinfo.cols.info:set(string.format("netstor_xorinc [truncated: %d of %d bytes]", n, HDR))
+        return n
+      end
+      local r = tvb(off, nb)
+      t:add(fld, r)
+      if bo then v[name] = r:bitfield(bo, w)
+      elseif nb > 4 then v[name] = r:uint64()
+      else v[name] = r:uint() end
+    end
+    local rest = n - HDR
+    local take = rest
+    if take > 0 then t:add(f.data, tvb(HDR, take)) end
+    local info = {}
+    info[#info + 1] = (vs.type[v.type] or tostring(v.type))
+    info[#info + 1] = "opid=" .. tostring(v.opid)
+    info[#info + 1] = "stripe=" .. tostring(v.stripe)
+    info[#info + 1] = "chunk=" .. tostring(v.chunk)
+    info[#info + 1] = "src=" .. tostring(v.src)
+    info[#info + 1] = "off=" .. tostring(v.off)
+    info[#info + 1] = "len=" .. tostring(v.len)
+    pinfo.cols.info:set(table.concat(info, " "))
+    t:append_text(" " .. table.concat(info, " "))
+    return n
+  end
+  DissectorTable.get("udp.port"):add(7450, proto)
+end

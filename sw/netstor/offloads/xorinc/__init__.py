@@ -1,0 +1,26 @@
+"""XORInc: in-network erasure coding (Tang et al., MSST 2019), one folder. Protocol and the
+payload element's semantics: ``docs/xorinc.md``.
+
+* :mod:`.header` -- the 26-byte header, declared once (program view, agents, scapy, Lua);
+  chunk data at frame byte 128.
+* :mod:`.program` -- the data-plane program: NetRepair (decode coefficients per helper,
+  REPAIRED to the requester) and NetUpdate (delta = old XOR new, copies scaled per parity)
+  on the ``GFAccumulate`` payload element.
+* :mod:`.config` -- the ``xorinc:`` configuration section (codes, stripe layout, the
+  coefficient tables the controller computes, op-id ranges per client).
+
+Not in the default bitstream (``bitstream=False``): the gateware engine is built and tested
+alone, its wiring into the frame path comes later. XORInc runs in the golden model, the test
+bed and the simulator: ``netstor.programs.default_pipeline(extra=("xorinc",))``.
+"""
+from netstor.offload import Offload
+
+OFFLOAD = Offload(
+    name="xorinc",
+    title="XORInc (in-network erasure coding: NetRepair, NetUpdate)",
+    udp_port=7450,
+    program=f"{__name__}.program:make_xorinc",
+    header=f"{__name__}.header:HEADER",
+    wire=f"{__name__}.header:wire",
+    bitstream=False,
+)
