@@ -207,3 +207,35 @@ def test_engine_direct_descriptors():
     assert got == expected
     assert landed == exp_landed
     assert counts["mcast_empty"] == empty and counts["bad_port"] == bad
+
+
+def test_engine_express_latency():
+    """The express way: an idle engine's direct descriptor has its first copy on ``o`` one
+    cycle after ``i`` (a group descriptor's, 5 cycles); a direct descriptor behind a group
+    descriptor still waits its turn (list order across packets)."""
+    dut = ReplicationEngine(NOUT, NG, group_width=12, tag_width=8, fifo_depth=8, direct=True)
+    seen = []
+
+    async def tb(ctx):
+        await host_op(ctx, dut.mc, 7, encode_group([(1, 11), (2, 22)]))
+        ctx.set(dut.o.ready, 1)
+        plan = {10: dict(direct=1, dcopy=1, dport=3, rc=0, tag=1),     # idle: express
+                30: dict(direct=0, group=7, rc=0, tag=2),               # group read: 5 cycles
+                31: dict(direct=1, dcopy=1, dport=0, rc=1, tag=3),      # behind it: waits
+                60: dict(direct=1, dcopy=1, dport=2, rc=1, tag=4)}      # idle, two copies
+        for cyc in range(90):
+            d = plan.get(cyc)
+            ctx.set(dut.i.valid, d is not None)
+            if d:
+                for k_ in ("group", "tag", "direct", "dcopy", "dport", "rc"):
+                    ctx.set(getattr(dut.i.payload, k_), d.get(k_, 0))
+            if ctx.get(dut.o.valid):
+                p = ctx.get(dut.o.payload)
+                seen.append((cyc, p.port, p.rid, p.tag))
+            await ctx.tick()
+
+    run(tb, dut)
+    assert seen == [(11, 3, 0, 1),
+                    (35, 1, 11, 2), (36, 2, 22, 2),
+                    (37, NOUT, 0, 3), (38, 0, 0, 3),
+                    (61, NOUT, 0, 4), (62, 2, 0, 4)], seen

@@ -256,6 +256,10 @@ class ReplicationEngine(wiring.Component):
       recirculation copy: port ``n_outputs``, rid 0, made before the group's or the direct
       copy). A list is then up to ``copies + 1`` long; ``mcast_empty`` counts a group
       descriptor (``direct`` = 0) whose group lists nothing, with or without ``rc``.
+      **Express way:** a direct descriptor that finds the engine idle (FIFO, group read,
+      landing, prefetch FIFO and current list all empty) becomes the current list at once:
+      its first copy is valid 1 cycle after it enters ``i`` (an idle unicast packet's
+      latency), and it lands on ``land`` in that cycle.
     """
 
     def __init__(self, n_outputs, n_groups=4096, *, group_width=12, tag_width=8,
@@ -331,8 +335,10 @@ class ReplicationEngine(wiring.Component):
         p_inrange = Signal(reset_less=True)
         credit = (pf.level + pending + l_valid) < pf_depth
         issue = Signal()
-        m.d.comb += issue.eq(dfifo.r_rdy & credit & ~hread)
-        m.d.comb += [dfifo.r_en.eq(issue), rp.en.eq(1),
+        # ``skip``: the FIFO's head went the express way (below): popped, not issued
+        skip = Signal()
+        m.d.comb += issue.eq(dfifo.r_rdy & credit & ~hread & ~skip)
+        m.d.comb += [dfifo.r_en.eq(issue | skip), rp.en.eq(1),
                      rp.addr.eq(Mux(hread, mc.addr, head_group[:gbits]))]
         m.d.sync += [pending.eq(issue)]
         m.d.sync += [p_tag.eq(head_tag),
@@ -392,8 +398,6 @@ class ReplicationEngine(wiring.Component):
         m.d.comb += [pf.w_en.eq(l_valid & ~l_empty),
                      pf.w_data.eq(Cat(l_listed, l_made, l_copies, l_tag))]
         m.d.sync += self.cnt.mcast_empty.eq(l_valid & l_gempty)
-        m.d.comb += [self.land.valid.eq(l_valid), self.land.payload.made.eq(l_made),
-                     self.land.payload.copies.eq(l_copies), self.land.payload.tag.eq(l_tag)]
 
         # ---- the current list ---------------------------------------------------------------
         c_listed = Signal(N)                     # control: reset
@@ -414,6 +418,29 @@ class ReplicationEngine(wiring.Component):
         f_made = pf.r_data[N:2 * N]
         f_copies = pf.r_data[2 * N:2 * N + CB * N]
         f_tag = pf.r_data[2 * N + CB * N:]
+
+        # ---- the express way (``direct``): an idle engine loads a direct list at once -------
+        # Every stage empty (FIFO, read, landing, prefetch FIFO, current list): a direct
+        # descriptor needs no group read and nothing is ahead of it, so its list is the current
+        # list in the next cycle (its first copy 1 cycle after ``i`` instead of 5). The
+        # descriptor is still written to the FIFO (the write enable stays ``i.valid``: no logic
+        # in front of the FIFO's level counter) and popped unissued in the next cycle (``skip``).
+        express = Signal()
+        x_land = Signal()                        # the express list lands (on ``land``)
+        if self.direct:
+            idle = ~dfifo.r_rdy & ~pending & ~l_valid & ~pf.r_rdy & ~busy
+            m.d.comb += express.eq(self.i.valid & ip.direct & idle)
+            m.d.sync += [skip.eq(express), x_land.eq(express)]
+            dcopy = Cat(ip.dport, Const(0, GROUP_RID_BITS))
+            x_list = Cat(ip.rc | ip.dcopy, ip.rc & ip.dcopy, Const(0, N - 2))
+            x_copy = Cat(Mux(ip.rc, Const(self.n_outputs, CB), dcopy), dcopy,
+                         Const(0, CB * (N - 2)))
+            with m.If(express):
+                # (``load`` is 0 here: the prefetch FIFO is empty; ``made`` = ``listed``: the
+                # traffic manager checked the direct port)
+                m.d.sync += [c_listed.eq(x_list), c_made.eq(x_list), c_copies.eq(x_copy),
+                             c_tag.eq(ip.tag), c_first.eq(1), c_rest.eq(x_list[1:] == 0),
+                             c_rest_made.eq(x_list[1:] == 0)]
         with m.If(load):
             m.d.sync += [c_listed.eq(f_listed), c_made.eq(f_made), c_copies.eq(f_copies),
                          c_tag.eq(f_tag), c_first.eq(1),
@@ -424,6 +451,12 @@ class ReplicationEngine(wiring.Component):
                          c_rest.eq(c_listed[2:] == 0), c_rest_made.eq(c_made[2:] == 0)]
             with m.If(emit):
                 m.d.sync += c_first.eq(0)
+        # every list as it lands: the landing registers, or the express list the cycle it is
+        # current (never both: the express way needs the landing stage empty)
+        m.d.comb += [self.land.valid.eq(l_valid | x_land),
+                     self.land.payload.made.eq(Mux(x_land, c_made, l_made)),
+                     self.land.payload.copies.eq(Mux(x_land, c_copies, l_copies)),
+                     self.land.payload.tag.eq(Mux(x_land, c_tag, l_tag))]
         m.d.sync += self.cnt.bad_port.eq(step & c_listed[0] & ~c_made[0])
         o = self.o.payload
         m.d.comb += [self.o.valid.eq(emit),
