@@ -24,8 +24,17 @@ class ServerCodec:
     prefix = ""
     #: UDP port the server listens on by default
     default_port = 0
-    #: more counters :meth:`admit` may name
+    #: more counters :meth:`admit` (or :meth:`serve`) may name
     extra_counters = ()
+    #: True: the codec serves its datagrams itself (:meth:`serve`): a protocol of its own,
+    #: not a storage request behind a header
+    serves = False
+
+    def serve(self, server, sock, data, addr):
+        """Serve one datagram (only when :attr:`serves`), in the offload socket's receiver
+        thread: ``server`` (:class:`netstor.agent.server.Server`) gives ``env`` (its LMDB
+        environment), ``server_id`` and ``count(name)``; answer on ``sock``."""
+        raise NotImplementedError
 
     # ---- server side -----------------------------------------------------------------------
     def split_request(self, data):

@@ -333,6 +333,10 @@ class Server:
         with self._lock:
             self._c[name] += n
 
+    def count(self, name, n=1):
+        """Add ``n`` to counter ``name`` (an offload codec's own counters)."""
+        self._count(name, n)
+
     # -- data path ---------------------------------------------------------------------------
     def _send(self, h, addr, via=None, queued=True, service_ns=0):
         """Send reply ``h``; ``via`` = ``(codec, request header)`` sends it on that offload's
@@ -422,6 +426,9 @@ class Server:
                     with lock:
                         c["not_allowed"] += 1
                     self._note_bad("not_allowed", addr, "source outside --allow")
+                    continue
+                if codec is not None and codec.serves:
+                    codec.serve(self, sock, data, addr)     # its own protocol, not storage
                     continue
                 if codec is not None:
                     split = codec.split_request(data)

@@ -1,0 +1,421 @@
+"""XORInc's client: chunk reads, repairs and updates against the storage nodes' chunk stores
+(:mod:`.codec`), in-network (NetRepair, NetUpdate) and the paper's baselines on the same
+agents.
+
+A stripe of code RS(k, r) (:func:`netstor.model.gf.generator`: systematic ``[I; C]``, Cauchy
+``C``) has ``n = k + r`` chunks, chunk ``i`` on node ``nodes[i]`` (an ``(ip, port)`` of a
+``netstor-server``'s XORInc socket). Operations of :class:`XorIncClient` (one at a time):
+
+* :meth:`~XorIncClient.write_stripe`: encode the data chunks, write every chunk (``T_WRITE``).
+* :meth:`~XorIncClient.read`: normal read (``READ`` -> ``READ_REPLY``).
+* :meth:`~XorIncClient.repair_net` (**NetRepair**, degraded read): ``REPAIR`` to each of the k
+  helpers (the first k surviving chunk indexes); each sends its chunk as ``PART`` packets
+  toward the client; the switch's engine multiplies each by its decoding coefficient and XORs;
+  the completing packet reaches the client as ``REPAIRED``.
+* :meth:`~XorIncClient.update_net` (**NetUpdate**): ``UPD_NEW`` (the new data) toward the data
+  node, which answers with ``UPD_OLD`` (its old data) toward the client; the engine XORs
+  them (need 2) and sends the delta as ``DELTA`` copies to the data node and, scaled by
+  ``C[i][j]``, to each parity node; each ``ACK``\\ s.
+* Baselines: :meth:`~XorIncClient.repair_conventional` (the client reads k chunks and decodes:
+  :func:`netstor.model.gf.decode_coefficients`), :meth:`~XorIncClient.repair_pipeline` (repair
+  pipelining, ATC'17: per packet a partial sum chained through the k helpers, ``T_CHAIN``),
+  :meth:`~XorIncClient.update_conventional` (the paper's star: the client sends the new data
+  to the data node, which computes the delta and sends it to every parity node),
+  :meth:`~XorIncClient.update_client` (the client reads the old data, computes the delta and
+  writes the data node and the r parity nodes itself), :meth:`~XorIncClient.update_tupdate`
+  (T-Update, INFOCOM'16: the delta forwarded along a tree of parity nodes, fan-out 2).
+
+Every operation returns an :class:`OpResult`: the data (reads, repairs), the time it took, the
+packets the client sent and received carrying chunk data (``tx``, ``rx``) and the other
+packets (``ctl_tx``, ``ctl_rx``). Transfers of chunk data (host -> switch and switch -> host,
+the paper's count) are counted by the hosts' counters (the servers' ``xi_data_tx``,
+``xi_data_rx`` and the client's ``tx`` / ``rx``) or by the switch's port counters.
+"""
+from __future__ import annotations
+
+import itertools
+import socket
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from netstor.model import gf
+
+from .codec import (Route, T_CHAIN, T_WRITE, T_XDELTA, T_XUPDATE, NO_PARENT, ip_int,
+                    packets)
+from .header import (BEAT, F_ERROR, F_LAST, T_ACK, T_DELTA, T_PART, T_READ, T_READ_REPLY,
+                     T_REPAIR, T_REPAIRED, T_TIMEOUT, T_UPD_NEW, T_UPD_OLD, XiHeader,
+                     frame_payload, split)
+
+__all__ = ["XorIncClient", "OpResult", "XorIncError", "tupdate_tree", "SCHEMES"]
+
+DATA_TYPES = (T_READ_REPLY, T_PART, T_REPAIRED, T_UPD_NEW, T_UPD_OLD, T_DELTA, T_WRITE,
+              T_CHAIN, T_XUPDATE, T_XDELTA)
+
+
+class XorIncError(Exception):
+    """An operation failed (timeout, a node without the chunk, the switch's TIMEOUT)."""
+
+
+@dataclass
+class OpResult:
+    op: str
+    data: bytes | None = None
+    seconds: float = 0.0
+    tx: int = 0                 # data packets the client sent
+    rx: int = 0                 # data packets the client received
+    ctl_tx: int = 0
+    ctl_rx: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def tupdate_tree(r, fanout=2):
+    """T-Update's tree over the data node (entry 0) and the r parity nodes (entries 1..r):
+    the data node sends to parity 0; parity ``i`` forwards to parities ``fanout*i + 1 ..
+    fanout*i + fanout``. Returns the parent entry of each entry."""
+    parents = [NO_PARENT, 0]
+    for i in range(1, r):
+        parents.append(1 + (i - 1) // fanout)
+    return parents[:r + 1]
+
+
+class XorIncClient:
+    """A client of one rack's XORInc stripes.
+
+    ``nodes``: ``[(ip, port)]`` of chunk ``0..n-1``'s node (one list for every stripe here);
+    ``k``, ``r``: the code; ``code``: its id in the switch's tables; ``opids``: the op ids
+    the controller gave this client (cycled); ``bind``: the client's address (its IPv4
+    address goes in ``req_addr``: it must be the one the nodes and the switch reach)."""
+
+    def __init__(self, nodes, k, r, code=0, opids=range(64), bind=("127.0.0.1", 0),
+                 timeout=2.0):
+        self.nodes = [(str(a), int(p)) for a, p in nodes]
+        if len(self.nodes) != k + r:
+            raise ValueError(f"RS({k}, {r}) needs {k + r} nodes, got {len(self.nodes)}")
+        self.k, self.r, self.n, self.code = k, r, k + r, code
+        self.g = gf.generator(k, r)
+        self.timeout = timeout
+        self._opids = itertools.cycle(list(opids))
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+        except OSError:
+            pass
+        self.sock.bind(bind)
+        self.addr, self.port = self.sock.getsockname()[:2]
+        self._seq = 0
+        self.lengths = {}           # stripe -> chunk length (as written by this client)
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- plumbing --------------------------------------------------------------------------
+    def _head(self, typ, stripe, chunk, **kw):
+        self._seq = (self._seq + 1) & 0xFFFFFFFF
+        f = dict(type=typ, flags=0, opid=0, stripe=stripe, chunk=chunk, src=0, need=0,
+                 code=self.code, off=0, len=0, seq=self._seq, req_addr=ip_int(self.addr),
+                 req_port=self.port)
+        f.update(kw)
+        return XiHeader(**f)
+
+    def _send(self, res, h, data, to, trailer=b""):
+        self.sock.sendto(frame_payload(h, data) + trailer, to)
+        if h.type in DATA_TYPES and h.len:
+            res.tx += 1
+        else:
+            res.ctl_tx += 1
+
+    def _send_chunk(self, res, h, data, to, trailer=b""):
+        for off, a, b in packets(len(data)):
+            self._send(res, h._replace(off=off, len=b - a,
+                                       flags=F_LAST if b >= len(data) else 0),
+                       data[a:b], to, trailer)
+
+    def _collect(self, res, want, done, what):
+        """Receive until ``done()``; ``want(h, data, raw)`` takes each packet (returns False
+        for one that is not this operation's). Raises :class:`XorIncError` on a timeout, an
+        ``F_ERROR`` answer or the switch's ``TIMEOUT``."""
+        end = time.monotonic() + self.timeout
+        while not done():
+            left = end - time.monotonic()
+            if left <= 0:
+                raise XorIncError(f"{what}: timed out ({res})")
+            self.sock.settimeout(left)
+            try:
+                raw, _ = self.sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            try:
+                h, data = split(raw)
+            except ValueError:
+                continue
+            if h.type in DATA_TYPES and h.len:
+                res.rx += 1
+            else:
+                res.ctl_rx += 1
+            if not want(h, data, raw):
+                continue
+            if h.flags & F_ERROR:
+                raise XorIncError(f"{what}: node answered F_ERROR ({h})")
+
+    def _parts(self, what):
+        """A packet collector for one chunk: ``(want_part(off, data, last), result(),
+        complete())``."""
+        got, total = {}, [None]
+
+        def add(h, data):
+            got[h.off] = data
+            if h.flags & F_LAST:
+                total[0] = h.off * BEAT + len(data)
+
+        def complete():
+            if total[0] is None:
+                return False
+            return sum(len(d) for d in got.values()) >= total[0]
+
+        def result():
+            buf = bytearray(total[0])
+            for off, d in got.items():
+                buf[off * BEAT:off * BEAT + len(d)] = d
+            return bytes(buf)
+
+        return add, result, complete
+
+    def survivors(self, lost, failed=()):
+        """NetRepair's helpers: the first k chunk indexes that are neither lost nor failed
+        (the documented policy the switch's coefficient table follows)."""
+        out = [i for i in range(self.n) if i != lost and i not in set(failed)][:self.k]
+        if len(out) < self.k:
+            raise XorIncError(f"chunk {lost}: fewer than k={self.k} survivors")
+        return out
+
+    # ---- stripes and reads -----------------------------------------------------------------
+    def write_stripe(self, stripe, data_chunks):
+        """Encode ``data_chunks`` (k equal-length byte strings) and write the n chunks."""
+        res = OpResult("write_stripe")
+        t0 = time.perf_counter()
+        arr = np.array([np.frombuffer(bytes(c), np.uint8) for c in data_chunks])
+        if arr.shape[0] != self.k:
+            raise ValueError(f"need {self.k} data chunks")
+        chunks = gf.encode(arr, self.r)
+        length = chunks.shape[1]
+        self.lengths[stripe] = length
+        npk = len(packets(length))
+        acks = set()
+        for i, node in enumerate(self.nodes):
+            self._send_chunk(res, self._head(T_WRITE, stripe, i), chunks[i].tobytes(), node)
+
+        def want(h, data, raw):
+            if h.type == T_ACK and h.stripe == stripe:
+                acks.add((h.src, h.off))
+                return True
+            return False
+
+        self._collect(res, want, lambda: len(acks) >= self.n * npk, "write_stripe")
+        res.seconds = time.perf_counter() - t0
+        res.data = chunks
+        return res
+
+    def read(self, stripe, chunk):
+        """Normal read of one chunk."""
+        res = OpResult("read")
+        t0 = time.perf_counter()
+        add, result, complete = self._parts("read")
+        self._send(res, self._head(T_READ, stripe, chunk), b"", self.nodes[chunk])
+
+        def want(h, data, raw):
+            if h.type == T_READ_REPLY and h.stripe == stripe and h.chunk == chunk:
+                add(h, data)
+                return True
+            return False
+
+        self._collect(res, want, complete, f"read {stripe}/{chunk}")
+        res.data, res.seconds = result(), time.perf_counter() - t0
+        return res
+
+    # ---- repair ----------------------------------------------------------------------------
+    def repair_net(self, stripe, lost, failed=()):
+        """NetRepair (module docstring): the lost chunk, repaired in the switch."""
+        res = OpResult("repair_net")
+        t0 = time.perf_counter()
+        helpers = self.survivors(lost, failed)
+        opid = next(self._opids)
+        add, result, complete = self._parts("repair")
+        parts = [0]
+        for s in helpers:
+            self._send(res, self._head(T_REPAIR, stripe, lost, opid=opid, src=s, need=self.k),
+                       b"", self.nodes[s])
+
+        def want(h, data, raw):
+            if h.stripe != stripe or h.opid != opid:
+                return False
+            if h.type == T_TIMEOUT:
+                raise XorIncError(f"NetRepair {stripe}/{lost}: the switch timed it out")
+            if h.type == T_PART:        # the engine was not on the path
+                parts[0] += 1
+                return False
+            if h.type == T_REPAIRED and h.chunk == lost:
+                add(h, data)
+                return True
+            return False
+
+        self._collect(res, want, complete, f"NetRepair {stripe}/{lost}")
+        res.data, res.seconds = result(), time.perf_counter() - t0
+        res.extra = {"helpers": helpers, "raw_parts": parts[0]}
+        return res
+
+    def repair_conventional(self, stripe, lost, failed=()):
+        """Conventional repair: read k chunks at the client and decode."""
+        res = OpResult("repair_conventional")
+        t0 = time.perf_counter()
+        helpers = self.survivors(lost, failed)
+        cols = {s: self._parts("read") for s in helpers}
+        for s in helpers:
+            self._send(res, self._head(T_READ, stripe, s), b"", self.nodes[s])
+
+        def want(h, data, raw):
+            if h.type == T_READ_REPLY and h.stripe == stripe and h.chunk in cols:
+                cols[h.chunk][0](h, data)
+                return True
+            return False
+
+        self._collect(res, want, lambda: all(c[2]() for c in cols.values()),
+                      f"conventional repair {stripe}/{lost}")
+        chunks = {s: np.frombuffer(cols[s][1](), np.uint8) for s in helpers}
+        res.data = gf.repair(self.g, chunks, helpers, lost).tobytes()
+        res.seconds = time.perf_counter() - t0
+        res.extra = {"helpers": helpers}
+        return res
+
+    def repair_pipeline(self, stripe, lost, failed=(), length=None):
+        """Repair pipelining (ATC'17): per packet position a partial sum is chained through
+        the k helpers (``T_CHAIN``), the last sends the repaired part to the client.
+        ``length``: the chunk length (default: as this client wrote the stripe)."""
+        res = OpResult("repair_pipeline")
+        t0 = time.perf_counter()
+        helpers = self.survivors(lost, failed)
+        coeffs = gf.decode_coefficients(self.g, helpers, lost)
+        length = self.lengths[stripe] if length is None else length
+        entries = [(s, int(c), NO_PARENT if i == 0 else i - 1, ip_int(self.nodes[s][0]),
+                    self.nodes[s][1]) for i, (s, c) in enumerate(zip(helpers, coeffs))]
+        route = Route(entries, 0).pack()
+        add, result, complete = self._parts("pipeline")
+        for off, a, b in packets(length):
+            self._send(res, self._head(T_CHAIN, stripe, lost, off=off, seq=b - a,
+                                       flags=F_LAST if b >= length else 0),
+                       b"", self.nodes[helpers[0]], route)
+
+        def want(h, data, raw):
+            if h.type == T_CHAIN and h.stripe == stripe and h.chunk == lost:
+                add(h._replace(flags=F_LAST if h.off * BEAT + len(data) >= length else 0),
+                    data)
+                return True
+            return False
+
+        self._collect(res, want, complete, f"repair pipelining {stripe}/{lost}")
+        res.data, res.seconds = result(), time.perf_counter() - t0
+        res.extra = {"helpers": helpers}
+        return res
+
+    # ---- update ----------------------------------------------------------------------------
+    def _await_acks(self, res, stripe, chunks, npk, what, opid=None):
+        acks = set()
+
+        def want(h, data, raw):
+            if h.type == T_ACK and h.stripe == stripe and (opid is None or h.opid == opid):
+                acks.add((h.src, h.off))
+                return True
+            if h.type == T_TIMEOUT and h.stripe == stripe and h.opid == opid:
+                raise XorIncError(f"{what}: the switch timed it out")
+            return False
+
+        self._collect(res, want, lambda: all((c, off) in acks for c in chunks
+                                             for off, _, _ in npk), what)
+
+    def _updated(self, chunk):
+        return [chunk] + list(range(self.k, self.n))
+
+    def update_net(self, stripe, chunk, new):
+        """NetUpdate (module docstring): data chunk ``chunk`` becomes ``new``."""
+        res = OpResult("update_net")
+        t0 = time.perf_counter()
+        self._check_data(chunk)
+        opid = next(self._opids)
+        self._send_chunk(res, self._head(T_UPD_NEW, stripe, chunk, opid=opid, need=2,
+                                         src=self.n), bytes(new), self.nodes[chunk])
+        self._await_acks(res, stripe, self._updated(chunk), packets(len(new)),
+                         f"NetUpdate {stripe}/{chunk}", opid)
+        res.seconds = time.perf_counter() - t0
+        return res
+
+    def _check_data(self, chunk):
+        if not 0 <= chunk < self.k:
+            raise ValueError(f"chunk {chunk} is not a data chunk of RS({self.k}, {self.r})")
+
+    def _tree_update(self, res, stripe, chunk, new, parents, what):
+        entries = [(chunk, 1, NO_PARENT, ip_int(self.nodes[chunk][0]), self.nodes[chunk][1])]
+        for i in range(self.r):
+            p = self.k + i
+            entries.append((p, int(self.g[p, chunk]), parents[i + 1],
+                            ip_int(self.nodes[p][0]), self.nodes[p][1]))
+        self._send_chunk(res, self._head(T_XUPDATE, stripe, chunk), bytes(new),
+                         self.nodes[chunk], Route(entries, 0).pack())
+        self._await_acks(res, stripe, self._updated(chunk), packets(len(new)), what)
+
+    def update_conventional(self, stripe, chunk, new):
+        """Conventional update (the paper's star at the data node): the new data to the data
+        node, which sends the delta to each of the r parity nodes."""
+        res = OpResult("update_conventional")
+        t0 = time.perf_counter()
+        self._check_data(chunk)
+        self._tree_update(res, stripe, chunk, new, [NO_PARENT] + [0] * self.r,
+                          f"conventional update {stripe}/{chunk}")
+        res.seconds = time.perf_counter() - t0
+        return res
+
+    def update_tupdate(self, stripe, chunk, new, fanout=2):
+        """T-Update (INFOCOM'16): the data node sends the delta to the first parity node,
+        which forwards it along a tree (fan-out ``fanout``)."""
+        res = OpResult("update_tupdate")
+        t0 = time.perf_counter()
+        self._check_data(chunk)
+        self._tree_update(res, stripe, chunk, new, tupdate_tree(self.r, fanout),
+                          f"T-Update {stripe}/{chunk}")
+        res.seconds = time.perf_counter() - t0
+        return res
+
+    def update_client(self, stripe, chunk, new):
+        """Update computed at the client: read the old data, compute the delta, write the
+        new data and send each parity node its delta (``T_XDELTA``, a one-node route with
+        the parity's coefficient)."""
+        res = OpResult("update_client")
+        t0 = time.perf_counter()
+        self._check_data(chunk)
+        old = self.read(stripe, chunk)
+        res.tx, res.rx, res.ctl_tx, res.ctl_rx = old.tx, old.rx, old.ctl_tx, old.ctl_rx
+        new = bytes(new)
+        delta = (np.frombuffer(old.data.ljust(len(new), b"\0")[:len(new)], np.uint8) ^
+                 np.frombuffer(new, np.uint8)).tobytes()
+        self._send_chunk(res, self._head(T_WRITE, stripe, chunk), new, self.nodes[chunk])
+        for i in range(self.r):
+            p = self.k + i
+            route = Route([(p, int(self.g[p, chunk]), NO_PARENT, ip_int(self.nodes[p][0]),
+                            self.nodes[p][1])]).pack()
+            self._send_chunk(res, self._head(T_XDELTA, stripe, chunk), delta, self.nodes[p],
+                             route)
+        self._await_acks(res, stripe, self._updated(chunk), packets(len(new)),
+                         f"client update {stripe}/{chunk}")
+        res.seconds = time.perf_counter() - t0
+        return res
+
+
+#: XORInc adds no ``netstor-load`` scheme: its operations are chunk reads, repairs and
+#: updates (:class:`XorIncClient`), not key-value requests
+SCHEMES = {}
