@@ -22,5 +22,7 @@ OFFLOAD = Offload(
     program=f"{__name__}.program:make_xorinc",
     header=f"{__name__}.header:HEADER",
     wire=f"{__name__}.header:wire",
+    codec=f"{__name__}.codec:XorIncCodec",
+    schemes=f"{__name__}.schemes:SCHEMES",
     bitstream=False,
 )
