@@ -229,15 +229,15 @@ class XorIncCodec(ServerCodec):
         log.debug("xorinc: datagram from %s dropped: %s", addr, why)
 
     def _send(self, server, sock, h, data, to, trailer=b""):
+        # counted before the send: whoever receives it reads counters that include it
+        server.count("xi_replies")
+        if h.type in DATA_TYPES and h.len:
+            server.count("xi_data_tx")
         try:
             sock.sendto(frame_payload(h, data) + trailer, to)
         except OSError as e:
             server.count("send_errors")
             log.debug("xorinc: send to %s failed: %s", to, e)
-            return
-        server.count("xi_replies")
-        if h.type in DATA_TYPES and h.len:
-            server.count("xi_data_tx")
 
     def _send_range(self, server, sock, h, chunk_bytes, start_beat, length, to):
         """``chunk_bytes[64*start_beat:][:length]`` as packets of header ``h`` (off, len,
