@@ -49,6 +49,7 @@ links carry how many bytes, and how many hops a slice waits for.
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -58,12 +59,12 @@ from netstor.cluster.frames import ip4
 from netstor.cluster.host import Host
 from netstor.cluster.net import Network
 from netstor.cluster.rack import rack_plan
-from netstor.cluster.switch import SwitchNode
+from netstor.cluster.switch import SwitchNode, cached_config_ops
 from netstor.model import gf
 from netstor.testbed.rack import port_mac, route_config
 
 from .header import (BEAT, MAX_DATA, T_ACK, T_PART, T_READ, T_READ_REPLY, T_REPAIR,
-                     T_REPAIRED, T_DELTA, T_UPD_NEW, XORINC_UDP_PORT, XiHeader,
+                     T_REPAIRED, T_DELTA, T_UPD_NEW, T_UPD_OLD, XORINC_UDP_PORT, XiHeader,
                      frame_payload, split)
 
 __all__ = ["BASELINE_PORT", "CLIENT_PORT", "REPAIR_SCHEMES", "UPDATE_SCHEMES", "SCHEMES",
@@ -304,12 +305,125 @@ class _Client:
             run.stray += 1
 
 
+@functools.lru_cache(maxsize=2)
+def xorinc_pipeline(n_ports=2):
+    """The pipeline the simulated switch runs: the default bitstream's programs plus XORInc's
+    (``default_pipeline(extra=("xorinc",))``: XORInc is not in the bitstream yet)."""
+    from netstor.programs import default_pipeline
+    return default_pipeline(n_ports, extra=("xorinc",))
+
+
+@functools.lru_cache(maxsize=4)
+def list_model_class(base=None):
+    """``base`` (default: the compiled model when there, else the interpreter) with copy-list
+    multicast groups (``groups="list"``: NetUpdate's per-copy ``rid``)."""
+    from netstor.cluster.switch import default_model_class
+    base = default_model_class() if base is None else base
+
+    class ListGroups(base):
+        def __init__(self, pipeline):
+            super().__init__(pipeline, groups="list")
+    ListGroups.__name__ = ListGroups.__qualname__ = f"{base.__name__}(groups=list)"
+    return ListGroups
+
+
 class NetAgent:
-    """NetRepair / NetUpdate's side of a run: the pipeline with XORInc's program, its
-    configuration, what the client and the nodes send (see the module doc)."""
+    """NetRepair / NetUpdate in a run: the ``xorinc:`` section the controller would apply
+    (one code per block rotation: code ``1 + rot`` places chunk ``j`` on node ``(rot + j) mod
+    n``), written into the switch with :func:`.config.model_writes`; what the client and the
+    nodes send (the agents' protocol, :mod:`.codec`):
+
+    * NetRepair: the client sends REPAIR (``chunk`` = lost, ``src`` = the helper's chunk,
+      ``need`` = k) to each helper; a helper sends its chunk as PART packets addressed to the
+      client (UDP 7450); the switch's engine absorbs all but the completing one, which reaches
+      the client as REPAIRED.
+    * NetUpdate: the client sends UPD_NEW (new data) to the data node; the engine keeps the
+      data and passes the header on (truncated): the data node answers with UPD_OLD (its old
+      data of that range) addressed to the client; the completing packet leaves as DELTA
+      copies (data node: coefficient 1, parity ``k + i``: ``C[i][j]``); every node XORs its
+      copy into its chunk (``src`` names it) and, once the whole chunk is applied, ACKs.
+    """
 
     def __init__(self, run):
-        raise NotImplementedError("NetRepair/NetUpdate: XORInc's program is not there yet")
+        self.run = run
+        self.rots = sorted({s // run.stripes.per_block % run.n for s in range(len(run.ops))})
+
+    def pipeline(self):
+        return xorinc_pipeline(2)
+
+    def model_class(self, base=None):
+        return list_model_class(base)
+
+    def code_of(self, stripe):
+        return 1 + (stripe // self.run.stripes.per_block) % self.run.n
+
+    def section(self):
+        run = self.run
+        ps = run.plan_hosts[1:]
+        return {"smac": ":".join(f"{b:02x}" for b in port_mac(1).to_bytes(6, "big")),
+                "nodes": {h.name: {"ip": h.ip, "mac": h.mac, "port": h.segment} for h in ps},
+                "codes": {1 + rot: {"k": run.k, "r": run.r,
+                                    "nodes": [ps[(rot + j) % run.n].name
+                                              for j in range(run.n)]} for rot in self.rots},
+                "clients": {"c0": [run.opid_base, run.opid_base + run.window - 1]},
+                "timeout": 0}
+
+    def configure(self, switch):
+        from .config import model_writes
+        writes, regs = cached_config_ops(self.run.config)
+        _, xi = model_writes(switch.pipeline, self.section())
+        switch.apply_ops(list(writes) + list(xi), regs)
+        self.xi_section = self.section()
+
+    def start_op(self, client, opid, st, base):
+        run = self.run
+        s, j = st["stripe"], st["chunk"]
+        code = self.code_of(s)
+        host = client.host
+
+        def send(node, header, data=b""):
+            host.send(run.node_ip(node), XORINC_UDP_PORT, XORINC_UDP_PORT,
+                      frame_payload(header, data))
+
+        if run.scheme == "netrepair":
+            for x in run.survivors(j):
+                send(run.stripes.node_of(s, x), base._replace(type=T_REPAIR, src=x,
+                                                              need=run.k, code=code))
+        else:
+            new = run.ops[st["i"]][2]
+            node = run.stripes.node_of(s, j)
+            for o, n in _packets(run.B):
+                send(node, base._replace(type=T_UPD_NEW, src=j, need=2, code=code,
+                                         off=o // BEAT, len=n), new[o:o + n].tobytes())
+
+    def node_receive(self, node, view):
+        run = self.run
+        h = XiHeader.unpack(view.payload)
+        if h.type == T_UPD_NEW:                   # the switch kept the data (truncated)
+            data = b""
+        else:
+            h, data = split(view.payload)
+        to = h.req_addr.to_bytes(4, "big")
+        if h.type == T_REPAIR:
+            own = node.chunks[(h.stripe, h.src)]
+            for o, n in _packets(run.B):
+                node.send(to, XORINC_UDP_PORT, h._replace(type=T_PART, off=o // BEAT, len=n),
+                          own[o:o + n].tobytes())
+        elif h.type == T_UPD_NEW:                 # header only: send the old data
+            own = node.chunks[(h.stripe, h.chunk)]
+            o = h.off * BEAT
+            node.send(to, XORINC_UDP_PORT, h._replace(type=T_UPD_OLD, src=h.chunk),
+                      own[o:o + h.len].tobytes())
+        elif h.type == T_DELTA:
+            own = node.chunks[(h.stripe, h.src)]
+            o = h.off * BEAT
+            own[o:o + h.len] ^= np.frombuffer(data, dtype=np.uint8)
+            node._count_and_ack(h, view, port=XORINC_UDP_PORT)
+        else:
+            run.stray += 1
+
+    def stats(self, switch):
+        return {k: v for k, v in switch.counters().items() if k.startswith("xi.") and v}
 
 
 # ---- the run -----------------------------------------------------------------------------------
@@ -319,10 +433,13 @@ class XorRun:
     ``chunk_bytes`` (one stripe each), ``window`` outstanding. The stripes form ``blocks``
     blocks (HDFS-RAID's unit: consecutive stripes on the same nodes, the same chunk lost or
     updated: a random data chunk per block), so a block's operations load the same links. ``seed`` draws the data, the chunks and the new data. ``fanout``: T-Update's
-    tree. ``model_class``: the switch's model (None: compiled when available)."""
+    tree. ``model_class``: the switch's model (None: compiled when available). ``switch``:
+    ``"xorinc"`` (the default pipeline plus XORInc's program, configured with the ``xorinc:``
+    section; every scheme) or ``"default"`` (the bitstream's pipeline: baselines only)."""
 
     def __init__(self, scheme, *, k=3, r=2, mbps=1000.0, chunk_bytes=4096, ops=64, blocks=1,
-                 window=8, seed=1, link_ns=1_000, fanout=2, model_class=None, trace=0):
+                 window=8, seed=1, link_ns=1_000, fanout=2, model_class=None, trace=0,
+                 switch="xorinc"):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme {scheme!r}: one of {SCHEMES}")
         if chunk_bytes % BEAT or chunk_bytes <= 0:
@@ -352,13 +469,23 @@ class XorRun:
         self.net = Network(self.sim)
         pc, ps, _ = rack_plan(1, self.n)
         self.plan_hosts = pc + ps
-        self.net_agent = None
-        if scheme in _NET:
-            self.net_agent = NetAgent(self)
-        pipeline = self.net_agent.pipeline() if self.net_agent else None
+        if switch not in ("xorinc", "default"):
+            raise ValueError(f"switch {switch!r}: 'xorinc' or 'default'")
+        if scheme in _NET and switch != "xorinc":
+            raise ValueError(f"{scheme} needs XORInc's program in the switch")
+        # every scheme runs through the same pipeline (XORInc's program included), so the
+        # switch's latency is the same for all; "default": the bitstream's (baselines only)
+        self.switch_kind = switch
+        self.net_agent = NetAgent(self) if switch == "xorinc" else None
+        pipeline = model = None
+        if self.net_agent:
+            pipeline = self.net_agent.pipeline()
+            model = self.net_agent.model_class(model_class)
+        else:
+            model = model_class
         self.switch = SwitchNode(self.net, "tor", {0: port_mac(0).to_bytes(6, "big"),
                                                    1: port_mac(1).to_bytes(6, "big")},
-                                 pipeline=pipeline, model_class=model_class, trace=trace)
+                                 pipeline=pipeline, model_class=model, trace=trace)
         hosts = {}
         for h in self.plan_hosts:
             node = Host(self.net, h.name, h.mac, h.ip, port_mac(h.segment))
@@ -489,6 +616,7 @@ class XorRun:
                         "cpu_s": round(self.sim.cpu_s, 3)}}
         if self.net_agent:
             res["engine"] = self.net_agent.stats(self.switch)
+        res["switch_kind"] = self.switch_kind
         hd = {h.name: {k: v for k, v in h.dropped.items() if v}
               for h in self.net.nodes.values() if isinstance(h, Host) and any(h.dropped.values())}
         res["hosts_dropped"] = hd
