@@ -24,5 +24,6 @@ OFFLOAD = Offload(
     wire=f"{__name__}.header:wire",
     codec=f"{__name__}.codec:XorIncCodec",
     schemes=f"{__name__}.schemes:SCHEMES",
+    evaluation=f"{__name__}.eval:EVALUATION",
     bitstream=False,
 )
