@@ -52,6 +52,8 @@ position) with ``position`` set to each child's index.
       T-Update: a tree).
     * ``T_XDELTA``: a raw delta: the node XORs ``coeff * delta`` into its chunk, ``ACK``\\ s,
       and forwards the raw delta to its children.
+    * ``T_STATS``: the node's ``xi_*`` counters back (JSON in the data; not chunk data, not
+      counted as such), so a client can count a phase's transfers at every host.
 
 Counters (``xi_`` prefix): ``xi_received``, ``xi_replies`` (packets sent), ``xi_dropped``
 (not an XORInc packet or a type a node does not serve), ``xi_data_rx`` / ``xi_data_tx``
@@ -62,6 +64,7 @@ Counters (``xi_`` prefix): ``xi_received``, ``xi_replies`` (packets sent), ``xi_
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import struct
 
@@ -75,7 +78,7 @@ from .header import (BEAT, F_ERROR, F_LAST, MAX_DATA, T_ACK, T_DELTA, T_PART, T_
                      XORINC_UDP_PORT, XI_LEN, XiHeader, frame_payload, split)
 
 __all__ = ["XorIncCodec", "ChunkStore", "Route", "T_WRITE", "T_CHAIN", "T_XUPDATE",
-           "T_XDELTA", "HOST_TYPES", "chunk_key", "packets", "ip_int", "ip_text"]
+           "T_XDELTA", "T_STATS", "HOST_TYPES", "chunk_key", "packets", "ip_int", "ip_text"]
 
 log = logging.getLogger("netstor.offloads.xorinc.codec")
 
@@ -84,7 +87,9 @@ T_WRITE = 16
 T_CHAIN = 17
 T_XUPDATE = 18
 T_XDELTA = 19
-HOST_TYPES = {T_WRITE: "WRITE", T_CHAIN: "CHAIN", T_XUPDATE: "XUPDATE", T_XDELTA: "XDELTA"}
+T_STATS = 20
+HOST_TYPES = {T_WRITE: "WRITE", T_CHAIN: "CHAIN", T_XUPDATE: "XUPDATE", T_XDELTA: "XDELTA",
+              T_STATS: "STATS"}
 DATA_TYPES = (T_READ_REPLY, T_PART, T_UPD_NEW, T_UPD_OLD, T_DELTA, T_WRITE, T_CHAIN,
               T_XUPDATE, T_XDELTA)
 
@@ -214,7 +219,8 @@ class XorIncCodec(ServerCodec):
         to = (ip_text(h.req_addr), h.req_port) if h.req_addr and h.req_port else addr
         handler = {T_READ: self._read, T_REPAIR: self._repair, T_UPD_NEW: self._upd_new,
                    T_DELTA: self._delta, T_WRITE: self._write, T_CHAIN: self._chain,
-                   T_XUPDATE: self._xupdate, T_XDELTA: self._xdelta}.get(h.type)
+                   T_XUPDATE: self._xupdate, T_XDELTA: self._xdelta,
+                   T_STATS: self._stats}.get(h.type)
         if handler is None:
             self._drop(server, addr, f"type {h.type} is not served by a node")
             return
@@ -346,3 +352,9 @@ class XorIncCodec(ServerCodec):
         ChunkStore(server.env).xor(h.stripe, chunk, scaled, h.off * BEAT)
         self._ack(server, sock, h, chunk, to)
         self._forward_delta(server, sock, h, route, body)
+
+    def _stats(self, server, sock, h, body, raw, to):
+        st = server.stats()
+        names = ("xi_received", "xi_replies", "xi_dropped") + self.extra_counters
+        blob = json.dumps({n: st.get(n, 0) for n in names}, separators=(",", ":")).encode()
+        self._send(server, sock, h._replace(len=len(blob)), blob, to)

@@ -42,7 +42,7 @@ import numpy as np
 
 from netstor.model import gf
 
-from .codec import (Route, T_CHAIN, T_WRITE, T_XDELTA, T_XUPDATE, NO_PARENT, ip_int,
+from .codec import (Route, T_CHAIN, T_STATS, T_WRITE, T_XDELTA, T_XUPDATE, NO_PARENT, ip_int,
                     packets)
 from .header import (BEAT, F_ERROR, F_LAST, T_ACK, T_DELTA, T_PART, T_READ, T_READ_REPLY,
                      T_REPAIR, T_REPAIRED, T_TIMEOUT, T_UPD_NEW, T_UPD_OLD, XiHeader,
@@ -195,6 +195,33 @@ class XorIncClient:
         if len(out) < self.k:
             raise XorIncError(f"chunk {lost}: fewer than k={self.k} survivors")
         return out
+
+    def node_counters(self):
+        """Every node's ``xi_*`` counters (``T_STATS``), in chunk order."""
+        res = OpResult("stats")
+        got = {}
+        for i, node in enumerate(self.nodes):
+            self._send(res, self._head(T_STATS, 0, i, seq=i), b"", node)
+
+        def want(h, data, raw):
+            if h.type == T_STATS:
+                import json
+                got[h.chunk] = json.loads(data)
+                return True
+            return False
+
+        self._collect(res, want, lambda: len(got) >= self.n, "node counters")
+        self.stats_packets = res.ctl_tx + res.ctl_rx
+        return [got[i] for i in range(self.n)]
+
+    def host_transfers(self, before, after, results):
+        """Chunk-data packets sent + received by every host between two
+        :meth:`node_counters` and by the client in ``results`` (:class:`OpResult` or their
+        dicts): each is one host -> switch or switch -> host transfer on a rack's star."""
+        nodes = sum(a["xi_data_tx"] + a["xi_data_rx"] - b["xi_data_tx"] - b["xi_data_rx"]
+                    for b, a in zip(before, after))
+        return nodes + sum((x.tx + x.rx) if hasattr(x, "tx") else
+                           (x.get("tx", 0) + x.get("rx", 0)) for x in results)
 
     # ---- stripes and reads -----------------------------------------------------------------
     def write_stripe(self, stripe, data_chunks):
@@ -416,6 +443,160 @@ class XorIncClient:
         return res
 
 
+REPAIRS = {"net": "repair_net", "conventional": "repair_conventional",
+           "pipeline": "repair_pipeline"}
+UPDATES = {"net": "update_net", "conventional": "update_conventional",
+           "tupdate": "update_tupdate", "client": "update_client"}
+
+
+def _switch_ports(path, after_ns, timeout=5.0):
+    """The test-bed switch's port counters from its stats JSON once it was rewritten after
+    ``after_ns`` (``time.time_ns()``): ``(rx_frames, tx_frames)`` summed over the wire ports."""
+    import json
+    import os
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            if os.stat(path).st_mtime_ns > after_ns:
+                ports = json.loads(open(path).read())["ports"].values()
+                return (sum(p["rx_frames"] for p in ports), sum(p["tx_frames"] for p in ports))
+        except (OSError, ValueError, KeyError):
+            pass
+        if time.monotonic() > end:
+            raise XorIncError(f"switch stats {path} not rewritten in {timeout} s")
+        time.sleep(0.05)
+
+
+def run_scenario(nodes, k, r, *, code=0, opids=range(64), bind=("0.0.0.0", 0), length=4096,
+                 seed=1, lost=None, repairs=tuple(REPAIRS), updates=tuple(UPDATES),
+                 switch_stats=None, timeout=2.0):
+    """The test bed's XORInc run from one client: stripe 0 written and read back, every
+    chunk in ``lost`` (default all) repaired by each scheme of ``repairs`` (one phase per
+    scheme), then each scheme of ``updates`` updates data chunk ``i % k`` of its own stripe
+    ``1 + i``, and every stripe is read back at the end. Returns a JSON-able dict: the data
+    the client wrote (hex), per op its result (hex), time and packet counts, and per phase
+    ``host_transfers`` (chunk transfers per op counted by every host: chunk-data packets
+    sent + received, over packets per chunk; on a rack where every host has its own switch
+    port these are the link transfers the paper counts) and the switch's frames in and out
+    (``switch_stats``: the switch's stats JSON, rewritten about once a second;
+    ``data_transfers`` = chunk transfers through the switch per op = (frames in + out - 2 x
+    the client's control packets) / packets per chunk; traffic between hosts on one segment
+    of the test bed, e.g. server to server, does not cross the switch)."""
+    rng = np.random.default_rng(seed)
+    npk = len(packets(length))
+    out = {"config": {"k": k, "r": r, "code": code, "length": length, "seed": seed,
+                      "nodes": [f"{a}:{p}" for a, p in nodes]},
+           "stripes": {}, "ops": [], "phases": []}
+    with XorIncClient(nodes, k, r, code=code, opids=opids, bind=bind,
+                      timeout=timeout) as c:
+        def write(stripe):
+            data = rng.integers(0, 256, (k, length), dtype=np.uint8)
+            c.write_stripe(stripe, data)
+            out["stripes"][str(stripe)] = [d.tobytes().hex() for d in data]
+
+        write(0)
+        for i, _ in enumerate(updates):
+            write(1 + i)
+        # [node counters, switch (rx, tx), control packets since that switch snapshot]
+        mark = [c.node_counters(), _switch_ports(switch_stats, time.time_ns())
+                if switch_stats else None, 0]
+
+        def phase(name, results):
+            ph = {"phase": name, "ops": len(results),
+                  "errors": sum(1 for x in results if "error" in x)}
+            ctl = mark[2] + sum(x.get("ctl_tx", 0) + x.get("ctl_rx", 0) for x in results)
+            sw = _switch_ports(switch_stats, time.time_ns()) if switch_stats else None
+            counters = c.node_counters()        # after the switch snapshot: the next phase's
+            ph["host_transfers"] = round(c.host_transfers(mark[0], counters, results) /
+                                         (npk * max(1, len(results))), 3)
+            mark[0], mark[2] = counters, c.stats_packets
+            if switch_stats:
+                rx, tx = sw
+                rx0, tx0 = mark[1]
+                ph.update(switch_rx=rx - rx0, switch_tx=tx - tx0, client_ctl=ctl,
+                          data_transfers=round((rx - rx0 + tx - tx0 - 2 * ctl) /
+                                               (npk * max(1, len(results))), 3))
+                mark[1] = (rx, tx)
+            out["phases"].append(ph)
+
+        def record(op, **kw):
+            fn = getattr(c, op)
+            entry = {"op": op, **{a: b for a, b in kw.items() if a != "new"}}
+            try:
+                res = fn(**kw)
+            except XorIncError as e:
+                entry["error"] = str(e)
+                return entry
+            entry.update(seconds=round(res.seconds, 6), tx=res.tx, rx=res.rx,
+                         ctl_tx=res.ctl_tx, ctl_rx=res.ctl_rx, extra=res.extra)
+            if res.data is not None and isinstance(res.data, bytes):
+                entry["data"] = res.data.hex()
+            if "new" in kw:
+                entry["new"] = kw["new"].hex()
+            return entry
+
+        reads = [record("read", stripe=0, chunk=i) for i in range(k + r)]
+        out["ops"] += reads
+        phase("read", reads)
+        for scheme in repairs:
+            res = [record(REPAIRS[scheme], stripe=0, lost=x)
+                   for x in (range(k + r) if lost is None else lost)]
+            out["ops"] += res
+            phase(f"repair_{scheme}", res)
+        for i, scheme in enumerate(updates):
+            new = rng.integers(0, 256, length, dtype=np.uint8).tobytes()
+            res = [record(UPDATES[scheme], stripe=1 + i, chunk=i % k, new=new)]
+            out["ops"] += res
+            phase(f"update_{scheme}", res)
+        out["final"] = {}
+        for i, _ in enumerate(updates):
+            out["final"][str(1 + i)] = [c.read(1 + i, j).data.hex() for j in range(k + r)]
+    return out
+
+
+def _range(text):
+    lo, sep, hi = text.partition("-")
+    return range(int(lo), int(hi) + 1) if sep else range(int(lo), int(lo) + 1)
+
+
+def main(argv=None):
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m netstor.offloads.xorinc.schemes",
+                                 description="XORInc client: one scenario (run_scenario)")
+    ap.add_argument("--nodes", required=True, help="IP:PORT of chunk 0..n-1's node, comma-"
+                                                   "separated")
+    ap.add_argument("--k", type=int, required=True)
+    ap.add_argument("--r", type=int, required=True)
+    ap.add_argument("--code", type=int, default=0)
+    ap.add_argument("--opids", type=_range, default=range(64), metavar="A-B")
+    ap.add_argument("--bind", default="0.0.0.0", help="the client's address")
+    ap.add_argument("--length", type=int, default=4096, help="chunk bytes")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--lost", default=None, help="chunks to repair (default all)")
+    ap.add_argument("--repairs", default=",".join(REPAIRS))
+    ap.add_argument("--updates", default=",".join(UPDATES))
+    ap.add_argument("--switch-stats", default=None, metavar="FILE")
+    ap.add_argument("--timeout", type=float, default=2.0)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    nodes = [(n.rsplit(":", 1)[0], int(n.rsplit(":", 1)[1])) for n in a.nodes.split(",")]
+    res = run_scenario(nodes, a.k, a.r, code=a.code, opids=a.opids, bind=(a.bind, 0),
+                       length=a.length, seed=a.seed,
+                       lost=None if a.lost is None else [int(x) for x in a.lost.split(",")],
+                       repairs=[x for x in a.repairs.split(",") if x],
+                       updates=[x for x in a.updates.split(",") if x],
+                       switch_stats=a.switch_stats, timeout=a.timeout)
+    with open(a.out, "w") as f:
+        json.dump(res, f)
+    return 0
+
+
 #: XORInc adds no ``netstor-load`` scheme: its operations are chunk reads, repairs and
 #: updates (:class:`XorIncClient`), not key-value requests
 SCHEMES = {}
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())
