@@ -123,6 +123,7 @@ class Stripes:
     def __init__(self, k, r, count, chunk_bytes, seed, per_block=1):
         self.k, self.r, self.n, self.count, self.B = k, r, k + r, count, chunk_bytes
         self.per_block = per_block
+        self.rotate = True
         rng = np.random.default_rng([seed, 0x5E])
         self.data = rng.integers(0, 256, (count, k, chunk_bytes), dtype=np.uint8)
         flat = self.data.transpose(1, 0, 2).reshape(k, count * chunk_bytes)
@@ -135,7 +136,7 @@ class Stripes:
     def node_of(self, s, j):
         """Node holding chunk ``j`` of stripe ``s``: the stripes of one block share their nodes
         (a block's chunk ``j`` lives on one node), blocks rotate."""
-        return (s // self.per_block + j) % self.n
+        return ((s // self.per_block if self.rotate else 0) + j) % self.n
 
 
 # ---- hosts -------------------------------------------------------------------------------------
@@ -346,7 +347,7 @@ class NetAgent:
 
     def __init__(self, run):
         self.run = run
-        self.rots = sorted({s // run.stripes.per_block % run.n for s in range(len(run.ops))})
+        self.rots = sorted({run.stripes.node_of(s, 0) for s in range(len(run.ops))})
 
     def pipeline(self):
         return xorinc_pipeline(2)
@@ -355,7 +356,7 @@ class NetAgent:
         return list_model_class(base)
 
     def code_of(self, stripe):
-        return 1 + (stripe // self.run.stripes.per_block) % self.run.n
+        return 1 + self.run.stripes.node_of(stripe, 0)
 
     def section(self):
         run = self.run
@@ -432,14 +433,16 @@ class XorRun:
     ``mbps`` Mb/s and ``link_ns`` latency each way, ``ops`` chunk operations of
     ``chunk_bytes`` (one stripe each), ``window`` outstanding. The stripes form ``blocks``
     blocks (HDFS-RAID's unit: consecutive stripes on the same nodes, the same chunk lost or
-    updated: a random data chunk per block), so a block's operations load the same links. ``seed`` draws the data, the chunks and the new data. ``fanout``: T-Update's
+    updated: a random data chunk per block, or ``lost[b]``: any chunk for a repair), so a
+    block's operations load the same links; ``rotate=False`` puts every block on the same
+    nodes (one code). ``seed`` draws the data, the chunks and the new data. ``fanout``: T-Update's
     tree. ``model_class``: the switch's model (None: compiled when available). ``switch``:
     ``"xorinc"`` (the default pipeline plus XORInc's program, configured with the ``xorinc:``
     section; every scheme) or ``"default"`` (the bitstream's pipeline: baselines only)."""
 
     def __init__(self, scheme, *, k=3, r=2, mbps=1000.0, chunk_bytes=4096, ops=64, blocks=1,
                  window=8, seed=1, link_ns=1_000, fanout=2, model_class=None, trace=0,
-                 switch="xorinc"):
+                 switch="xorinc", lost=None, rotate=True):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme {scheme!r}: one of {SCHEMES}")
         if chunk_bytes % BEAT or chunk_bytes <= 0:
@@ -456,8 +459,15 @@ class XorRun:
         self.blocks = blocks
         per = ops // blocks
         self.stripes = Stripes(k, r, ops, chunk_bytes, seed, per_block=per)
+        self.stripes.rotate = rotate
         rng = np.random.default_rng([seed, 0x0B])
-        lost = np.repeat(rng.integers(0, k, blocks), per)
+        drawn = rng.integers(0, k, blocks)
+        if lost is not None:
+            drawn = np.asarray(list(lost), dtype=np.int64)
+            top = k if scheme in UPDATE_SCHEMES else k + r
+            if drawn.shape != (blocks,) or drawn.min() < 0 or drawn.max() >= top:
+                raise ValueError(f"lost: one chunk index per block, in 0..{top - 1}")
+        lost = np.repeat(drawn, per)
         if scheme in UPDATE_SCHEMES:
             new = rng.integers(0, 256, (ops, chunk_bytes), dtype=np.uint8)
             self.ops = [(s, int(lost[s]), new[s]) for s in range(ops)]
@@ -569,7 +579,7 @@ class XorRun:
         if self.scheme in REPAIR_SCHEMES:
             for i, (s, j) in enumerate(self.ops):
                 got = self.client.results.get(i)
-                exp = st.data[s, j]
+                exp = st.chunk(s, j)
                 checked += 1
                 mism += int(self.B if got is None else (got != exp).sum())
         else:
@@ -599,6 +609,23 @@ class XorRun:
         out["ports"] = {f"{d}{p}": c[f"{d}{p}.pkts"] for d in ("in", "out") for p in range(P)}
         return out
 
+    def links(self):
+        """Per host cable direction (the simulator's own link counters, for explaining times):
+        frames, bytes and the time its wire bytes take at the bottleneck rate; ``busiest``."""
+        out = {}
+        for link in self.net.links():
+            if not link.frames:
+                continue
+            up = isinstance(link.src, Host)
+            name = f"{(link.src if up else link.dst).name}.{'up' if up else 'down'}"
+            wire = link.bytes + 24 * link.frames          # all frames here are >= 60 bytes
+            out[name] = {"frames": link.frames, "bytes": link.bytes,
+                         "busy_ns": round(wire * 8e3 / self.mbps)}
+        if out:
+            top = max(out, key=lambda n: out[n]["busy_ns"])
+            out["busiest"] = {"link": top, **out[top]}
+        return out
+
     def result(self, wall=None):
         checked, mism = self.check()
         t = max(self.client.t_done) if self.client.t_done else None
@@ -617,6 +644,7 @@ class XorRun:
         if self.net_agent:
             res["engine"] = self.net_agent.stats(self.switch)
         res["switch_kind"] = self.switch_kind
+        res["links"] = self.links()
         hd = {h.name: {k: v for k, v in h.dropped.items() if v}
               for h in self.net.nodes.values() if isinstance(h, Host) and any(h.dropped.values())}
         res["hosts_dropped"] = hd
