@@ -7,6 +7,8 @@
 ``Hash``        CRC-32 of chosen fields into a field
 ``Compute``     plain assignments (per-packet logic without state)
 ``Rank``        the best of up to 8 replicas by a pipelined ranking core
+``GFAccumulate`` payload: GF(2^8) multiply/XOR-accumulate of the packet's data (XORInc)
+``GFScale``     payload, egress: the copy's data times a GF(2^8) coefficient
 ============== ==============================================================================
 
 A new kind is a new module here (or anywhere: nothing looks kinds up by name).
@@ -14,9 +16,11 @@ A new kind is a new module here (or anywhere: nothing looks kinds up by name).
 from netstor.lang.program import RegisterBank
 
 from .compute import Compute
+from .gf import GFAccumulate, GFScale
 from .hash import Hash
 from .rank import Rank
 from .register import RegisterOp
 from .table import Table
 
-__all__ = ["Table", "RegisterBank", "RegisterOp", "Hash", "Compute", "Rank"]
+__all__ = ["Table", "RegisterBank", "RegisterOp", "Hash", "Compute", "Rank", "GFAccumulate",
+           "GFScale"]

@@ -40,6 +40,11 @@ class Element:
     #: bank's host access): a 1-bit Signal that pulses for one cycle when it does; the data
     #: path answers each pulse with an ingress bubble (``IngressArbiter.hold``)
     slot_request = None
+    #: the element may rewrite the packet's payload (bytes beyond the parser's window, e.g. a
+    #: GF(2^8) engine): the models hand it the frame (``model.frame`` in :meth:`evaluate`,
+    #: the ``frame`` local in :meth:`compile`, rebound to the new bytes) and keep it per copy
+    #: in egress
+    rewrites_payload = False
 
     def __init__(self, name, when=None):
         if not str(name).isidentifier():

@@ -636,7 +636,8 @@ class _Generator(Codegen):
         self.element = None
 
     def _element_body(self, e, egress):
-        if egress and any(self.container(n) in DEPARSED for n in self.pipeline.writes(e)):
+        if egress and (e.rewrites_payload or any(self.container(n) in DEPARSED
+                                                 for n in self.pipeline.writes(e))):
             self.emit("_eg_dirty = True")
         e.compile(self)
 
@@ -760,6 +761,9 @@ class _Generator(Codegen):
             self._used.add(names[c])
             self.emit(f"{names[c]} = {saved[c]}")
         self.emit("_eg_dirty = False")
+        payload = any(e.rewrites_payload for e in self.pipeline.egress_elements)
+        if payload:       # a payload element rebinds frame (and zeroes udp.csum): per copy
+            self.emit(f"_frame_in, _ucsum_in = frame, {saved['udp.csum']}")
         self.names = names
         self.emit("# ---- egress elements (this copy)")
         self._elements(self.pipeline.egress_elements, egress=True)
@@ -771,6 +775,8 @@ class _Generator(Codegen):
         self.names = names
         self._truncate()
         self.names = saved
+        if payload:
+            self.emit(f"frame, {saved['udp.csum']} = _frame_in, _ucsum_in")
 
     def _recirc(self):
         pl, N = self.pipeline, self.names

@@ -142,6 +142,9 @@ class DataplaneModel:
         #: traffic manager) or "list" (``tm.groups``: copy lists, :mod:`.replication`)
         self.groups = groups
         self.deferred = None            # see run_deferred
+        #: the frame of the packet (or copy) the elements run on: payload elements
+        #: (``Element.rewrites_payload``) read it and replace it with the rewritten bytes
+        self.frame = b""
         if pipeline.n_inputs > 16:
             raise ValueError("meta.ingress_port is 4 bits: at most 7 network ports")
         self._views = dict(pipeline.phv.views)
@@ -453,8 +456,10 @@ class DataplaneModel:
         phv = self.parse(frame, inp, recirc_count=recirc_count, bridge=bridge, arrival=arrival)
         if phv["meta.parse_error"]:
             self.count(f"parser.err.{PARSE_ERRORS[phv['meta.parse_error']]}")
-        # ingress elements
+        # ingress elements (a payload element, ``rewrites_payload``, replaces ``self.frame``)
+        self.frame = frame
         self._run(self.pipeline.elements, phv)
+        frame = self.frame
         # traffic manager
         copies = []           # (port, rid)
         groups_list = self.groups == "list"
@@ -496,8 +501,9 @@ class DataplaneModel:
             cp["meta.egress_port"], cp["meta.rid"] = q, rid
             # an egress element may set meta.drop (the language allows it); the spec gives it
             # no meaning after the traffic manager, so the copy is still sent
+            self.frame = frame          # each copy's payload starts from the ingress result
             self._run(self.pipeline.egress_elements, cp)
-            data = self.deparse(frame, cp)
+            data = self.deparse(self.frame, cp)
             if cp.get("meta.truncate"):
                 data = truncate_frame(data, cp)
             if q < P:       # wire TX: the host TX tuser when the packet came from host TX

@@ -22,6 +22,7 @@ OFFLOAD = Offload(
     program=f"{__name__}.program:make_xorinc",
     header=f"{__name__}.header:HEADER",
     wire=f"{__name__}.header:wire",
+    config_section=f"{__name__}.config:apply_section",
     codec=f"{__name__}.codec:XorIncCodec",
     schemes=f"{__name__}.schemes:SCHEMES",
     evaluation=f"{__name__}.eval:EVALUATION",

@@ -1,0 +1,203 @@
+"""The ``xorinc:`` configuration section: erasure codes, stripe layout and the coefficient
+tables the controller computes (``docs/xorinc.md``, "Configuration").
+
+::
+
+    xorinc:
+      smac: "02:00:00:00:ff:01"          # the switch's MAC (source of the delta copies)
+      nodes:                             # storage nodes: addresses and switch output port
+        n0: {ip: 10.0.0.1, mac: "02:00:00:00:00:01", port: 1}
+        ...
+      codes:                             # code id (the header's ``code``) -> RS(k, r)
+        1: {k: 5, r: 3, nodes: [n0, n1, n2, n3, n4, n5, n6, n7]}
+      clients: {c0: [0, 31], c1: [32, 63]}   # engine op-id ranges (inclusive), disjoint
+      timeout: 0                         # engine timeout (ticks of meta.arrival; 0: never)
+
+Stripe layout: chunk ``j`` of every stripe of a code lives on ``nodes[j]`` (chunks ``0..k-1``
+data, ``k..n-1`` parity; generator :func:`netstor.model.gf.generator`, ISA-L's Cauchy
+``[I; C]``). The controller computes, per code:
+
+* ``xi.repair`` ``(code, lost, src) -> coeff(a_s, need=k)`` for every lost chunk and every
+  helper ``src`` of the **repair policy**: the helpers of lost chunk ``l`` are the first
+  ``k`` chunk indexes other than ``l`` (:func:`helpers`); ``a = G[l] . inv(G[helpers])``
+  (:func:`netstor.model.gf.decode_coefficients`);
+* ``xi.groups`` ``(code, chunk) -> group`` for every data chunk: a copy list (model
+  ``groups="list"``) of ``(port of nodes[chunk], 1 + chunk)`` then ``(port of nodes[k + i],
+  1 + k + i)`` for each parity ``i``; groups are numbered from 1 in code then chunk order;
+* ``xi.delta`` ``(code, chunk, rid) -> node(coeff, ip, mac, smac)``: the data node's copy
+  coefficient 1, parity ``i``'s ``C[i][chunk]``.
+
+:func:`plan` computes it (pure); :func:`apply_section` writes it through a
+:class:`netstor.api.Device` (the ``netstor apply`` path); :func:`model_writes` gives the
+memory writes for a golden model of ``default_pipeline(extra=("xorinc",))`` directly (the
+simulator and tests, which need no schema).
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from netstor.model import gf
+
+__all__ = ["Code", "Plan", "plan", "helpers", "apply_section", "model_writes", "MAX_N",
+           "K_RANGE", "R_RANGE"]
+
+MAX_N = gf.SRC_MAX          #: chunks per stripe (src is 4 bits in the engine)
+K_RANGE = range(1, 13)      #: data chunks offered (the issue: k 3..12)
+R_RANGE = range(1, 5)       #: parity chunks offered (r 2..4)
+
+
+@dataclass(frozen=True)
+class Code:
+    code: int
+    k: int
+    r: int
+    nodes: tuple            # node name of chunk j
+
+    @property
+    def n(self):
+        return self.k + self.r
+
+    @property
+    def generator(self):
+        return gf.generator(self.k, self.r)
+
+
+@dataclass
+class Plan:
+    codes: dict                                   # code id -> Code
+    nodes: dict                                   # name -> {"ip": int, "mac": int, "port": int}
+    entries: list = field(default_factory=list)   # (table, key list, action, params)
+    groups: list = field(default_factory=list)    # (group, [(port, rid)])
+    clients: dict = field(default_factory=dict)   # name -> (first op id, last op id)
+    timeout: int = 0
+
+    def group_of(self, code, chunk):
+        for t, key, _a, params in self.entries:
+            if t == "xi.groups" and key == [code, chunk]:
+                return params["group"]
+        raise KeyError((code, chunk))
+
+
+def helpers(n, k, lost):
+    """The repair policy: the first ``k`` chunk indexes of ``0..n-1`` other than ``lost``."""
+    if not 0 <= lost < n:
+        raise ValueError(f"lost chunk {lost} out of range 0..{n - 1}")
+    return [i for i in range(n) if i != lost][:k]
+
+
+def _mac(v):
+    if isinstance(v, int):
+        return v
+    return int(str(v).replace(":", "").replace("-", ""), 16)
+
+
+def _ip(v):
+    return v if isinstance(v, int) else int(ipaddress.IPv4Address(str(v)))
+
+
+def plan(value, *, n_ops=64, mcast_groups=4096):
+    """The controller's computation for a ``xorinc:`` section (see the module doc)."""
+    if not isinstance(value, dict):
+        raise ValueError("xorinc: expected a mapping")
+    unknown = set(value) - {"smac", "nodes", "codes", "clients", "timeout"}
+    if unknown:
+        raise ValueError(f"xorinc: unknown key(s) {sorted(unknown)}")
+    smac = _mac(value.get("smac", 0))
+    nodes = {}
+    for name, nd in (value.get("nodes") or {}).items():
+        try:
+            nodes[str(name)] = {"ip": _ip(nd["ip"]), "mac": _mac(nd["mac"]),
+                                "port": int(nd["port"])}
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"xorinc: node {name}: {e}") from None
+    codes = {}
+    for cid, c in (value.get("codes") or {}).items():
+        cid = int(cid)
+        k, r = int(c["k"]), int(c["r"])
+        if not 0 <= cid < 256:
+            raise ValueError(f"xorinc: code id {cid} out of range 0..255")
+        if k not in K_RANGE or r not in R_RANGE or k + r > MAX_N:
+            raise ValueError(f"xorinc: code {cid}: RS({k}, {r}) not offered (k 1..12, r 1..4, "
+                             f"k + r <= {MAX_N})")
+        names = tuple(str(x) for x in c.get("nodes", ()))
+        if len(names) != k + r:
+            raise ValueError(f"xorinc: code {cid}: {len(names)} nodes for n = {k + r} chunks")
+        missing = [x for x in names if x not in nodes]
+        if missing:
+            raise ValueError(f"xorinc: code {cid}: unknown node(s) {missing}")
+        codes[cid] = Code(cid, k, r, names)
+    clients = {}
+    taken = []
+    for name, rng in (value.get("clients") or {}).items():
+        lo, hi = (int(x) for x in rng)
+        if not 0 <= lo <= hi < n_ops:
+            raise ValueError(f"xorinc: client {name}: op ids {lo}..{hi} outside 0..{n_ops - 1}")
+        for other, (a, b) in taken:
+            if lo <= b and a <= hi:
+                raise ValueError(f"xorinc: client {name}: op ids {lo}..{hi} overlap {other}'s")
+        taken.append((name, (lo, hi)))
+        clients[str(name)] = (lo, hi)
+    timeout = int(value.get("timeout", 0))
+    if not 0 <= timeout < 1 << 32:
+        raise ValueError(f"xorinc: timeout {timeout} out of range")
+    out = Plan(codes, nodes, clients=clients, timeout=timeout)
+    gid = 1
+    for cid, c in sorted(codes.items()):
+        g = c.generator
+        for lost in range(c.n):
+            hs = helpers(c.n, c.k, lost)
+            a = gf.decode_coefficients(g, hs, lost)
+            for s, coeff in zip(hs, a):
+                out.entries.append(("xi.repair", [cid, lost, s], "coeff",
+                                    {"coeff": int(coeff), "need": c.k}))
+        cauchy = g[c.k:]
+        for j in range(c.k):
+            if gid >= mcast_groups:
+                raise ValueError(f"xorinc: {gid} groups needed, the data plane has "
+                                 f"{mcast_groups - 1}")
+            targets = [(j, 1)] + [(c.k + i, int(cauchy[i][j])) for i in range(c.r)]
+            copies = []
+            for chunk, coeff in targets:
+                nd = nodes[c.nodes[chunk]]
+                copies.append((nd["port"], 1 + chunk))
+                out.entries.append(("xi.delta", [cid, j, 1 + chunk], "node",
+                                    {"coeff": coeff, "ip": nd["ip"], "mac": nd["mac"],
+                                     "smac": smac}))
+            out.entries.append(("xi.groups", [cid, j], "group", {"group": gid}))
+            out.groups.append((gid, copies))
+            gid += 1
+    return out
+
+
+def apply_section(dev, value, dry_run=False):
+    """The ``xorinc:`` section handler (inside :func:`netstor.config.apply_config`'s batch).
+    The engine's timeout is a model memory (``xi.engine.timeout``), set by
+    :func:`model_writes`; the device path writes the tables and groups."""
+    p = plan(value, mcast_groups=dev.schema.get("mcast_groups", 4096)
+             if isinstance(getattr(dev, "schema", None), dict) else 4096)
+    if dry_run:
+        return
+    if p.groups and dev.mcast_mode != "list":
+        raise ValueError("xorinc: delta copies need copy-list multicast (tm.groups); this "
+                         "device has bitmap groups")
+    for table, key, action, params in p.entries:
+        dev.table(table).add(key, action, params)
+    for g, copies in p.groups:
+        dev.mcast_set(g, copies)
+
+
+def model_writes(pipeline, value, *, writer=None):
+    """``(plan, [(memory, address, word)])``: the writes that configure a golden model of
+    ``pipeline`` (one holding the ``xi`` program) for the section ``value``. The groups are
+    copy lists (the model must be built with ``groups="list"``)."""
+    from netstor.driver.tables import TableWriter
+    w = writer or TableWriter(pipeline)
+    p = plan(value, mcast_groups=pipeline.mcast_groups)
+    writes = []
+    for table, key, action, params in p.entries:
+        writes += w.exact_add(table, key, action, params)
+    for g, copies in p.groups:
+        writes += w.mcast_list_set(g, copies)
+    writes.append(("xi.engine.timeout", 0, p.timeout))
+    return p, writes
