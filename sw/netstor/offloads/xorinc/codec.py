@@ -18,13 +18,16 @@ Packets a node serves (the data plane's types, :mod:`.header`)
     * ``REPAIR`` (stripe, ``chunk`` = the lost chunk, ``src`` = the chunk this helper
       contributes, ``need``, ``code``, ``opid``): the helper's part of NetRepair: chunk ``src``
       as ``PART`` packets (fields echoed, ``src`` = its chunk index) addressed to the
-      requester: the switch's engine takes them on the way and only the completing one
-      leaves, as ``REPAIRED``. (Without the engine on the path the requester receives the
-      raw parts.)
-    * ``UPD_NEW`` (stripe, ``chunk`` = the chunk being updated): an update of this node's
-      chunk starts: the node sends its old data of the packet's range (``off``, ``len``; ``len``
-      0 = the whole chunk) as ``UPD_OLD`` packets (``src`` = the chunk, ``need`` echoed),
-      addressed to the requester, on the way through the switch's engine.
+      requester's IPv4 address and UDP port 7450 (:attr:`XorIncCodec.engine_port`: the port
+      the switch's parser recognises): the switch's engine takes them on the way and only
+      the completing one leaves, as ``REPAIRED``, to ``req_port``. (Without the engine on
+      the path the parts reach the requester's port 7450.)
+    * ``UPD_NEW`` (stripe, ``chunk`` = the chunk being updated), header-only as the switch
+      passes it on after keeping its data (a frame with its data is accepted too): an update
+      of this node's chunk starts: the node sends its old data of the packet's range
+      (``off``, ``len``; ``len`` 0 = the whole chunk) as ``UPD_OLD`` packets (``src`` = the
+      chunk, ``need`` echoed) to the requester's address, port 7450 like ``PART``: the
+      switch's engine meets them with the new data.
     * ``DELTA`` (stripe, ``src`` = the chunk the copy is for -- the data node's own chunk or
       the parity's, as the switch's copy list addresses it; ``chunk`` = the updated chunk):
       the node XORs the data into that chunk at ``off`` (the switch already scaled a parity's
@@ -198,6 +201,9 @@ class XorIncCodec(ServerCodec):
     prefix = "xi"
     default_port = XORINC_UDP_PORT
     serves = True
+    #: UDP port of the contributions to the engine (PART, UPD_OLD), sent to the requester's
+    #: address: the switch's parser recognises XORInc by this destination port
+    engine_port = XORINC_UDP_PORT
     extra_counters = ("xi_data_rx", "xi_data_tx", "xi_missing", "xi_reads", "xi_parts",
                       "xi_olds", "xi_deltas", "xi_writes", "xi_chains")
 
@@ -210,11 +216,15 @@ class XorIncCodec(ServerCodec):
     # ---- serving ---------------------------------------------------------------------------
     def serve(self, server, sock, data, addr):
         try:
-            h, body = split(data)
+            if len(data) >= XI_LEN and data[0] == T_UPD_NEW:
+                # the switch keeps the new data and passes the header on (header-only frame)
+                h, body = XiHeader.unpack(data), b""
+            else:
+                h, body = split(data)
         except ValueError as e:
             self._drop(server, addr, str(e))
             return
-        if h.type in DATA_TYPES and h.len:
+        if h.type in DATA_TYPES and body:
             server.count("xi_data_rx")
         to = (ip_text(h.req_addr), h.req_port) if h.req_addr and h.req_port else addr
         handler = {T_READ: self._read, T_REPAIR: self._repair, T_UPD_NEW: self._upd_new,
@@ -268,13 +278,20 @@ class XorIncCodec(ServerCodec):
         self._send_range(server, sock, h._replace(type=T_READ_REPLY, src=h.chunk, flags=0),
                          chunk, 0, len(chunk), to)
 
+    def _engine_to(self, h, to):
+        """Where a contribution to the switch's engine goes: the requester's address, UDP port
+        :attr:`engine_port` (the port the switch's parser knows; the completing packet is
+        sent on to ``req_port``)."""
+        return (ip_text(h.req_addr), self.engine_port) if h.req_addr else (to[0],
+                                                                          self.engine_port)
+
     def _repair(self, server, sock, h, body, raw, to):
         server.count("xi_parts")
         chunk = ChunkStore(server.env).get(h.stripe, h.src)
         if chunk is None:
             return self._error(server, sock, h, T_PART, to)
         self._send_range(server, sock, h._replace(type=T_PART, flags=0), chunk, 0, len(chunk),
-                         to)
+                         self._engine_to(h, to))
 
     def _upd_new(self, server, sock, h, body, raw, to):
         server.count("xi_olds")
@@ -284,7 +301,8 @@ class XorIncCodec(ServerCodec):
         start = h.off * BEAT
         length = (len(chunk) - start) if h.len == 0 else h.len
         self._send_range(server, sock, h._replace(type=T_UPD_OLD, src=h.chunk, flags=0),
-                         chunk.ljust(start + length, b"\0"), h.off, length, to)
+                         chunk.ljust(start + length, b"\0"), h.off, length,
+                         self._engine_to(h, to))
 
     def _ack(self, server, sock, h, chunk, to):
         self._send(server, sock, h._replace(type=T_ACK, src=chunk, len=0), b"", to)

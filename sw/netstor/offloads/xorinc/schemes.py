@@ -13,9 +13,10 @@ A stripe of code RS(k, r) (:func:`netstor.model.gf.generator`: systematic ``[I; 
   toward the client; the switch's engine multiplies each by its decoding coefficient and XORs;
   the completing packet reaches the client as ``REPAIRED``.
 * :meth:`~XorIncClient.update_net` (**NetUpdate**): ``UPD_NEW`` (the new data) toward the data
-  node, which answers with ``UPD_OLD`` (its old data) toward the client; the engine XORs
+  node; the switch keeps the data and passes the header on; the data node answers with
+  ``UPD_OLD`` (its old data) toward the client's address at port 7450; the engine XORs
   them (need 2) and sends the delta as ``DELTA`` copies to the data node and, scaled by
-  ``C[i][j]``, to each parity node; each ``ACK``\\ s.
+  ``C[i][j]``, to each parity node; each ``ACK``\\ s to the client.
 * Baselines: :meth:`~XorIncClient.repair_conventional` (the client reads k chunks and decodes:
   :func:`netstor.model.gf.decode_coefficients`), :meth:`~XorIncClient.repair_pipeline` (repair
   pipelining, ATC'17: per packet a partial sum chained through the k helpers, ``T_CHAIN``),
@@ -376,7 +377,7 @@ class XorIncClient:
         self._check_data(chunk)
         opid = next(self._opids)
         self._send_chunk(res, self._head(T_UPD_NEW, stripe, chunk, opid=opid, need=2,
-                                         src=self.n), bytes(new), self.nodes[chunk])
+                                         src=chunk), bytes(new), self.nodes[chunk])
         self._await_acks(res, stripe, self._updated(chunk), packets(len(new)),
                          f"NetUpdate {stripe}/{chunk}", opid)
         res.seconds = time.perf_counter() - t0

@@ -60,11 +60,21 @@ def _data_counts(servers, client_res=()):
     return tot + sum(r.tx + r.rx for r in client_res)
 
 
-def _sock(timeout=2.0):
+def _sock(timeout=2.0, addr=(LOOP, 0)):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((LOOP, 0))
+    s.bind(addr)
     s.settimeout(timeout)
     return s
+
+
+# the requester of the engine tests: contributions to the engine (PART, UPD_OLD) go to its
+# address at UDP port 7450 (where the switch's parser knows XORInc); 127.0.0.2 so that a
+# server on 127.0.0.1:7450 elsewhere on this machine does not matter
+REQ = "127.0.0.2"
+
+
+def _engine_sock():
+    return _sock(addr=(REQ, H.XORINC_UDP_PORT))
 
 
 def _recv_all(s, n):
@@ -171,13 +181,12 @@ def test_helpers_send_parts_for_netrepair(rack):
     nodes = _nodes(rack)
     with XorIncClient(nodes, k, r) as c:
         c.write_stripe(9, data)
-    s = _sock()
+    s = _engine_sock()
     lost, helpers = 2, [0, 1, 3, 4, 5]
     for h in helpers:
         s.sendto(H.frame_payload(H.XiHeader(type=H.T_REPAIR, opid=17, stripe=9, chunk=lost,
                                             src=h, need=k, code=4, seq=5,
-                                            req_addr=ip_int(LOOP),
-                                            req_port=s.getsockname()[1])), nodes[h])
+                                            req_addr=ip_int(REQ), req_port=40000)), nodes[h])
     got = _recv_all(s, k * 4)
     acc = np.zeros(length, np.uint8)
     coeff = dict(zip(helpers, gf.decode_coefficients(gf.generator(k, r), helpers, lost)))
@@ -190,17 +199,20 @@ def test_helpers_send_parts_for_netrepair(rack):
         acc[h.off * 64:h.off * 64 + 1024] ^= gf.mul_vec(int(coeff[h.src]), np.frombuffer(d, np.uint8))
     assert seen == {(hh, o) for hh in helpers for o in (0, 16, 32, 48)}
     assert np.array_equal(acc, ref[lost])
-    # a helper without the chunk answers F_ERROR, counted
-    s.sendto(H.frame_payload(H.XiHeader(type=H.T_REPAIR, stripe=99, chunk=0, src=1, need=k)),
-             nodes[1])
-    h, _ = H.split(s.recvfrom(4096)[0])
+    # a helper without the chunk answers F_ERROR to the requester, counted
+    s2 = _sock()
+    s2.sendto(H.frame_payload(H.XiHeader(type=H.T_REPAIR, stripe=99, chunk=0, src=1, need=k)),
+              nodes[1])
+    h, _ = H.split(s2.recvfrom(4096)[0])
+    s2.close()
     assert h.type == H.T_PART and h.flags & H.F_ERROR and h.len == 0
     assert rack[1].stats()["xi_missing"] == 1
     s.close()
 
 
 def test_nodes_side_of_netupdate(rack):
-    """UPD_NEW at the data node brings its old data back as UPD_OLD; the DELTA copies the
+    """UPD_NEW at the data node (header-only, as the switch passes it on) brings its old
+    data back as UPD_OLD (to the requester's address, port 7450); the DELTA copies the
     switch would send (computed here with galois: delta = old XOR new, parity i's copy scaled
     by C[i][j]) are applied and ACKed; the stripe then equals galois' encoding of the new
     data."""
@@ -210,13 +222,12 @@ def test_nodes_side_of_netupdate(rack):
     nodes = _nodes(rack)
     with XorIncClient(nodes, k, r) as c:
         c.write_stripe(4, data)
-    s = _sock()
-    me = dict(req_addr=ip_int(LOOP), req_port=s.getsockname()[1])
+    s = _engine_sock()
+    me = dict(req_addr=ip_int(REQ), req_port=H.XORINC_UDP_PORT)
     new = rng.integers(0, 256, length, dtype=np.uint8)
     for off, a, b in packets(length):
-        s.sendto(H.frame_payload(H.XiHeader(type=H.T_UPD_NEW, opid=3, stripe=4, chunk=j,
-                                            src=k + r, need=2, off=off, len=b - a, **me),
-                                 new[a:b].tobytes()), nodes[j])
+        s.sendto(H.XiHeader(type=H.T_UPD_NEW, opid=3, stripe=4, chunk=j, src=j, need=2,
+                            off=off, len=b - a, **me).pack(), nodes[j])     # header only
     old = np.zeros(length, np.uint8)
     for h, d in _recv_all(s, 2):
         assert (h.type, h.opid, h.stripe, h.chunk, h.src, h.need) == (H.T_UPD_OLD, 3, 4, j, j, 2)
