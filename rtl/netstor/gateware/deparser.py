@@ -8,7 +8,8 @@ so no handshake is needed):
 * :class:`DeparsePrep` (``PREP_LATENCY`` = 4 cycles): from the copy's PHV and the original
   field values (``orig``), computes the IPv4 and UDP checksums incrementally (RFC 1624) and the
   128-byte rewrite window (``wdata``) with a per-byte write mask (``wmask``). Cycle A: the
-  checksum partial sums (the application words in groups of ``APP_GROUP``); A2: the
+  checksum partial sums (the application words in groups of ``APP_GROUP``, each app byte
+  outside the UDP datagram read as 0 on both sides: :func:`datagram_mask`); A2: the
   application sum and the UDP total; B: the folds, registered, and one registered flag per placement
   (which field goes to which offset for the packet's VLAN/IHL/UDP/header); C: each window
   byte is the OR of its (flag & value) candidates (one-hot, no per-byte priority chain).
@@ -36,10 +37,12 @@ __all__ = ["Deparser", "DeparsePrep", "PREP_LATENCY", "RECIRC_USER", "merge_beat
 PREP_LATENCY = 4
 #: the recirculation user: ``{meta.bridge (32), meta.recirc_count + 1 (3)}``
 RECIRC_USER = 35
-#: application checksum terms summed per group in cycle A (the groups are added in A2). 6 keeps
-#: the 42-byte window's 21 words in 4 groups (6, 6, 6, 3), so A2 adds 5 operands as it did for
-#: 32 bytes in groups of 4, and a group (12 operands) stays below cycle A's IPv4 sum (15)
-APP_GROUP = 6
+#: application checksum terms summed per group in cycle A (the groups are added in A2). An app
+#: byte is masked by its in-datagram flag (:func:`datagram_mask`, two LUT levels from
+#: ``udp.len``) before it enters the sum, so a group is kept small: 3 terms (6 operands) two
+#: levels later stay below cycle A's IPv4 sum (15 operands); A2 adds the 7 groups and the UDP
+#: partial sum (8 operands, from registers)
+APP_GROUP = 3
 
 
 def ones_sum_fold(m, total, name):
@@ -51,6 +54,35 @@ def ones_sum_fold(m, total, name):
     r = Signal(16, name=f"{name}_fold")
     m.d.comb += r.eq(b[:16] + b[16])
     return r
+
+
+def datagram_mask(m, udp_len, nbytes, name):
+    """``nbytes`` flags, wire order: app byte ``j`` (at ``u + 8 + j``) lies inside the UDP
+    datagram, ``8 + j < udp_len``. Two LUT levels: the low 6 bits against the constant (one
+    LUT6) OR ``udp_len >= 64`` (every byte inside; the window is 42 bytes)."""
+    assert 8 + nbytes <= 64
+    hi = Signal(name=f"{name}_ulen_hi")
+    m.d.comb += hi.eq(udp_len[6:] != 0)
+    out = []
+    for j in range(nbytes):
+        b = Signal(name=f"{name}_in{j}")
+        m.d.comb += b.eq(hi | (udp_len[:6] > 8 + j))
+        out.append(b)
+    return out
+
+
+def app_words(app, dmask):
+    """The app window's 16-bit words (``app`` bit 0 = the last byte's LSB; word ``k`` holds
+    wire bytes ``nbytes-2-2k`` (high) and ``nbytes-1-2k`` (low)) with every byte outside the
+    datagram (``dmask``, wire order) read as 0, so it adds nothing to the UDP checksum (RFC
+    768: a datagram of odd length is padded with a zero byte)."""
+    nb = len(app) // 8
+    words = []
+    for k in range(nb // 2):
+        hi, lo = nb - 2 - 2 * k, nb - 1 - 2 * k
+        words.append(Cat(app[8 * (nb - 1 - lo):8 * (nb - lo)] & dmask[lo].replicate(8),
+                         app[8 * (nb - 1 - hi):8 * (nb - hi)] & dmask[hi].replicate(8)))
+    return words
 
 
 def _be_bytes(value, nbytes):
@@ -74,6 +106,8 @@ class DeparsePrep:
         orig = orig_in
 
         # ---- cycle A: checksum partial sums, offsets ------------------------------------
+        # the app bytes inside the UDP datagram (``udp.len`` is read-only: the parsed value)
+        dmask = datagram_mask(m, f("udp.len"), len(f("app")) // 8, n)
         def term(old, new):
             return (~old)[:16] + new
 
@@ -91,8 +125,8 @@ class DeparsePrep:
             term(orig.sport, f("udp.sport")), term(orig.dport, f("udp.dport")),
         ]
         app_new, app_old = f("app"), orig.app
-        app_terms = [term(app_old[16 * k:16 * k + 16], app_new[16 * k:16 * k + 16])
-                     for k in range(len(app_new) // 16)]
+        app_terms = [term(o, w) for o, w in zip(app_words(app_old, dmask),
+                                                app_words(app_new, dmask))]
         a_valid = Signal(name=f"{n}_a_valid")
         a_phv = Signal(data.StructLayout(pl.phv.layout()), name=f"{n}_a_phv", reset_less=True)
         a_ipsum = Signal(20, name=f"{n}_a_ipsum", reset_less=True)

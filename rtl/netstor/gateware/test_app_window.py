@@ -9,6 +9,15 @@ freshly computed UDP checksum (an independent reference). The parsed key is also
 against the wire bytes by hand. Packets: plain IPv4; 802.1Q + IHL 15 (the window's last byte
 is the two-beat window's last byte, 127); long payloads; UDP checksum 0; and a short frame of
 another UDP port (the window reaches past the frame's end; nothing of it is written).
+
+The partial window (``test_partial_window``): a program with a 2-byte header whose element
+rewrites the whole ``app`` window (every byte, through ``F.app``), on datagrams that end inside
+the window, at even and odd lengths (the frame ending there, or followed by Ethernet padding
+up to the 60-byte minimum), plain and 802.1Q + IHL 15. The app bytes inside the frame are
+written; the UDP checksum counts only those inside the datagram (an odd one padded with a zero
+byte). Reference: scapy recomputes the UDP checksum of the rewritten frame (RFC 768 over the
+datagram; the padding is not part of it); the model must give that frame, and the gateware the
+model's.
 """
 from __future__ import annotations
 
@@ -24,7 +33,8 @@ from netstor.gateware.deparser import Deparser, PREP_LATENCY
 from netstor.gateware.kit import HwEnv
 from netstor.gateware.parser import Parser
 from netstor.gateware.stages import build_element
-from netstor.lang import APP_BYTES, Cat, Pipeline, Program, Set
+from netstor.lang import APP_BYTES, Cat, F, Pipeline, Program, Set
+from netstor.model.compiled import CompiledModel
 from netstor.model.dataplane import DataplaneModel
 
 PORT = 0x4B56
@@ -75,8 +85,8 @@ def _frames():
     return out
 
 
-def _run(frames):
-    pl, rw = _pipeline()
+def _run(frames, pipeline=None):
+    pl, rw = pipeline or _pipeline()
     csr = CsrBuilder()
     m = Module()
     par = m.submodules.parser = Parser(pl, arb_layout(512, UW), csr)
@@ -136,7 +146,7 @@ def _run(frames):
             else:
                 ctx.set(dep.beat.valid, 0)
             await ctx.delay(1e-9)
-            if ctx.get(par.o.valid):
+            if ctx.get(par.o.valid) and "kv.key" in pl.phv.views:
                 hw_keys.append(ctx.get(HwEnv(pl, par.o.payload).field("kv.key")))
             if ctx.get(vout):
                 next(p for p in pend if p["t0"] is None)["t0"] = cyc + PREP_LATENCY
@@ -174,3 +184,70 @@ def test_whole_window_read_and_rewritten():
         want = model.deparse(f, phv)
         assert want == ref                      # the model against scapy
         assert got == want                      # the gateware against the model
+
+
+#: the rewrite of every app byte (all bytes nonzero, so every byte changes)
+XOR = int.from_bytes(bytes((0x5A + 37 * i) & 0xFF or 1 for i in range(APP_BYTES)), "big")
+
+
+def _pipeline_whole_app():
+    p = Program("sm", udp_port=PORT)
+    p.header([("op", 16)])
+    wr = p.add(Compute("wr", [Set(F.app, F.app ^ XOR)]))
+    return Pipeline([p], n_ports=1), wr
+
+
+def _partial_frames():
+    """``[(frame, reference)]``: the frame as sent, and as scapy makes it after the rewrite
+    (app bytes inside the frame XORed, the UDP checksum recomputed over the datagram)."""
+    from scapy.all import Ether as E
+    eth = dict(dst="02:00:00:00:00:01", src="02:00:00:00:00:02")
+    ip = dict(src="192.0.2.1", dst="10.0.0.9", id=0x4321)
+    out = []
+    opts = [IPOption(b"\x01" * 40)]
+    # (VLAN + IHL 15 or not, app bytes in the datagram); the frame is padded to 60 bytes
+    for tagged, n in ((False, 19), (False, 22), (False, 41), (False, 27), (False, 5),
+                      (False, 6), (True, 13), (True, 14), (True, 3)):
+        pl = bytes((0x11 * (i + 1) + 3) & 0xFF for i in range(n))
+        e = Ether(**eth) / Dot1Q(vlan=5) if tagged else Ether(**eth)
+        f = bytes(e / IP(options=opts if tagged else [], **ip) / UDP(sport=7, dport=PORT)
+                  / Raw(pl))
+        f += bytes(max(0, 60 - len(f)))
+        a = (18 + 60 if tagged else 34) + 8
+        assert a + n <= len(f) < a + APP_BYTES     # the window passes the frame's end
+        new = bytearray(f)
+        x = XOR.to_bytes(APP_BYTES, "big")
+        for i in range(APP_BYTES):
+            if a + i < len(f):
+                new[a + i] ^= x[i]
+        pkt = E(bytes(new))
+        del pkt[UDP].chksum
+        ref = bytes(pkt)
+        assert len(ref) == len(f)
+        out.append((f, ref, None))
+    return out
+
+
+def test_partial_window():
+    """A window cut by the datagram's and the frame's end, every app byte rewritten."""
+    frames = _partial_frames()
+    pl, rw, _, outs = _run(frames, _pipeline_whole_app())
+    model = DataplaneModel(pl)
+    assert len(outs) == len(frames)
+    odd_cut = 0
+    for (f, ref, _), got in zip(frames, outs):
+        phv = model.parse(f, 0)
+        assert phv["meta.hdr_type"] != 0 and phv["meta.udp_valid"]
+        model._run(pl.elements, phv)
+        want = model.deparse(f, phv)
+        assert want == ref                      # the model against scapy
+        assert got == want                      # the gateware against the model
+        u = len(f) - len(Ether(f)[UDP])
+        odd_cut += phv["udp.len"] % 2 and u + phv["udp.len"] == len(f)
+        assert want[u + 6:u + 8] != f[u + 6:u + 8]
+    assert odd_cut >= 2          # a datagram of odd length ending at the frame's end
+    # the compiled model's deparser (its own code) on the same frames, whole passes
+    compiled, interp = CompiledModel(pl), DataplaneModel(pl)
+    for f, ref, _ in frames:
+        assert [o.frame for o in compiled.process(f, 0)] == [ref]
+        assert [o.frame for o in interp.process(f, 0)] == [ref]

@@ -867,17 +867,21 @@ class _Generator(Codegen):
                             terms.append(f"{N[f]} - _o_{_ident(f)}")
                     self.emit("_t = " + " + ".join(terms))
                     with self.block(f"if {N['meta.hdr_type']}:"):
-                        # the app words that lie inside the frame take part (a word cut by
-                        # the frame end does not)
-                        self.emit(f"_nw = (L - _u - 8) >> 1")
-                        with self.block(f"if _nw > {APP_BYTES // 2}:"):
-                            self.emit(f"_nw = {APP_BYTES // 2}")
+                        # the app bytes inside the UDP datagram take part, an odd count
+                        # padded with a zero byte (the parser checked u + udp.len <= L)
+                        self.emit(f"_nb = {N['udp.len']} - 8")
+                        with self.block(f"if _nb > {APP_BYTES}:"):
+                            self.emit(f"_nb = {APP_BYTES}")
+                        self.emit("_nw = (_nb + 1) >> 1")
                         self.emit("_t += _nw * 0xFFFF")
                         if "app" in W:
                             with self.block(f"if _nw and {app} != _o_app:"):
-                                self.emit(f"_t += sum(S_WORDS[_nw].unpack_from({app}.to_bytes("
-                                          f"{APP_BYTES}, 'big'))) - sum(S_WORDS[_nw]."
-                                          f"unpack_from(b, _u + 8))")
+                                self.emit(f"_ab = {app}.to_bytes({APP_BYTES}, 'big')")
+                                with self.block("if _nb & 1:"):
+                                    self.emit("_t += (_ab[_nb - 1] - b[_u + 7 + _nb]) << 8")
+                                    self.emit("_nw -= 1")
+                                self.emit("_t += sum(S_WORDS[_nw].unpack_from(_ab)) - "
+                                          "sum(S_WORDS[_nw].unpack_from(b, _u + 8))")
                     self.emit("_t = (_t & 0xFFFF) + (_t >> 16)")
                     self.emit("_t = ((_t & 0xFFFF) + (_t >> 16)) ^ 0xFFFF")
                     self.emit("PACK_H(_out, _u + 6, _t or 0xFFFF)")

@@ -367,14 +367,16 @@ class DataplaneModel:
             put(u + 2, 2, phv["udp.dport"])
             new = bytes(out[l3 + 12:l3 + 20]) + bytes(out[u:u + 4])
             if phv["meta.hdr_type"] != 0:
-                # spec: "the APP_BYTES/2 words of app that lie inside the frame". Reading: a word
-                # takes part only if both of its bytes are at offsets < L (a word cut by the
-                # frame end is left out; its in-frame byte is still written).
+                # spec: the app bytes inside the UDP datagram (offsets < u + udp.len, which a
+                # valid UDP header keeps <= L) take part, an odd count padded with a zero byte
+                # (RFC 768); bytes beyond it (Ethernet padding, or past the frame's end) do
+                # not. Bytes at offsets >= L are not written.
                 a = u + 8
-                nwords = max(0, min(APP_BYTES, L - a)) // 2
-                old += bytes(frame[a:a + 2 * nwords])
+                n = max(0, min(APP_BYTES, int.from_bytes(frame[u + 4:u + 6], "big") - 8))
+                pad = bytes(n & 1)
+                old += bytes(frame[a:a + n]) + pad
                 put(a, APP_BYTES, phv["app"])
-                new += bytes(out[a:a + 2 * nwords])
+                new += bytes(out[a:a + n]) + pad
             csum_in = int.from_bytes(frame[u + 6:u + 8], "big")
             if csum_in != 0:
                 s = ~csum_in & 0xFFFF
