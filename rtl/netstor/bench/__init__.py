@@ -95,6 +95,12 @@ def run_standalone(out: Path, modules=STANDALONE_BENCHES, log=print):
         r.setdefault("wall_seconds", round(time.perf_counter() - t0, 1))
         res[name.rsplit(".", 1)[-1]] = r
         log(f"netstor.bench: standalone {name}: done in {r['wall_seconds']} s")
+        line = getattr(mod, "summary_line", None)
+        if callable(line) and r.get("ok", True):
+            try:
+                log("netstor.bench: " + line(r))
+            except Exception as e:             # noqa: BLE001 - the figures are in the JSON
+                log(f"netstor.bench: standalone {name}: no summary line ({e!r})")
     return res
 
 
@@ -148,6 +154,7 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
     def core_job():
         t0 = time.perf_counter()
         try:
+            rev = _git_rev()
             v = core_verilog() if callable(core_verilog) else core_verilog
             if core_flat:
                 core_result["r"] = _synth.run_yosys(v, "netstor_core", work / "netstor_core",
@@ -158,6 +165,8 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
                 core_result["r"] = _hier.synth_hier(v, out, jobs=core_jobs or jobs,
                                                     timeout=core_timeout,
                                                     cached_only=cached_only, log=log)
+            core_result["r"].update(commit=rev, variant="default",
+                                    verilog_sha256_whole=_hier.design_key(v))
         except Exception as e:                 # noqa: BLE001 - reported in synth.json
             core_result["r"] = {"ok": False, "error": repr(e)[-2000:]}
         core_result["wall"] = time.perf_counter() - t0
@@ -232,24 +241,30 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
     return res
 
 
-def core_description(P, core_flat=False):
+def core_description(P, core_flat=False, variant="default"):
     return ("whole netstor_core (default programs, "
-            f"{P} ports, the Rank element's XLS core included)"
+            f"{P} ports, the Rank element's XLS core included"
+            + (f"; {variant} variant: build_core(**{CORE_VARIANTS[variant][1]!r})"
+               if variant != "default" else "") + ")"
             + ("" if core_flat else "; hierarchical: each distinct module "
                "synthesised once with its children as black boxes, resources "
                "summed x instances, depth = the deepest module (paths across "
                "module boundaries: depth.across_boundaries, the mapped netlists joined)"))
 
 
-def merge_core(out: Path, r, core_flat=False):
-    """Put a whole-core result ``r`` into ``out/synth.json`` (the per-block results there
-    stay), recompute the totals and findings; returns the synth.json dict."""
+def merge_core(out: Path, r, core_flat=False, key="core"):
+    """Put a whole-core result ``r`` into ``out/synth.json`` under ``key`` (the per-block
+    results there stay), recompute the totals (from ``"core"``, the default core; a variant
+    such as ``"core_lane"`` sits beside it) and findings; returns the synth.json dict."""
     f = out / "synth.json"
     res = json.loads(f.read_text()) if f.exists() else {"blocks": {}}
     res.setdefault("sum_of_blocks", _sum_blocks(res.get("blocks", {})))
     res.setdefault("max_depth", max_depth(res.get("blocks", {})))
-    res["core"] = r
-    _totals(res, True, core_flat)
+    res[key] = r
+    if key == "core":
+        _totals(res, True, core_flat)
+    elif "total" not in res:
+        _totals(res, "core" in res, core_flat)
     res["findings"] = _synth_findings(res)
     f.write_text(json.dumps(res, indent=1) + "\n")
     return res
@@ -300,6 +315,16 @@ def _synth_findings(res):
                    f"{', '.join(d.get('path_to', [])[:2]) or '?'}; Yosys "
                    f"{wc.get('yosys_seconds')} s, peak RSS {wc.get('peak_rss_mib')} MiB"
                    + (" (cached)" if wc.get("cached") else ""))
+    for key, (vkey, _kw) in CORE_VARIANTS.items():
+        wv = res.get(vkey, {}) if vkey != "core" else {}
+        if wv.get("ok"):
+            d = wv["depth"]
+            xb = d.get("across_boundaries", {})
+            out.append(f"{key} core ({wv.get('commit', '?')}): LUT {wv['LUT']:,}, FF "
+                       f"{wv['FF']:,}, BRAM36 {wv['BRAM36_equiv']}, URAM {wv['URAM']}, DSP "
+                       f"{wv['DSP']}; deepest path {d['lut_levels']} LUT levels (within "
+                       f"modules {d.get('lut_levels_within_modules', d['lut_levels'])}, "
+                       f"across {xb.get('lut_levels', '-')})")
     md = res.get("max_depth", {})
     if md.get("block"):
         out.append(f"deepest block: {md['block']} at {md['lut_levels']} LUT levels")
@@ -374,27 +399,49 @@ def _git_rev():
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "rtl/netstor/gateware"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "rtl/netstor",
+                                ":!rtl/netstor/bench"],
                                cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        return rev + ("+uncommitted gateware changes" if dirty else "")
+        return rev + ("+uncommitted rtl changes" if dirty else "")
     except Exception:                          # noqa: BLE001
         return "?"
 
 
-def core_only(out: Path, verilog_path="", *, jobs=1, timeout=None, cached_only=False):
-    """``--core-only``: the hierarchical whole-core run alone, merged into synth.json."""
+#: whole-core variants: name -> (synth.json key, ``build_core`` keyword arguments). ``lane``:
+#: the copy-lane core (``Datapath(copies="lane")``: every copy through the replication engine
+#: and one egress lane), a build option until it becomes the default.
+CORE_VARIANTS = {"default": ("core", {}), "lane": ("core_lane", {"copies": "lane"})}
+
+
+def core_only(out: Path, verilog_path="", *, jobs=1, timeout=None, cached_only=False,
+              variant="default", commit=None):
+    """``--core-only``: the hierarchical whole-core run alone, merged into synth.json under
+    ``CORE_VARIANTS[variant][0]`` (``"core"``, ``"core_lane"``). ``commit``: the revision the
+    Verilog at ``verilog_path`` was generated from (recorded as given); without a path the
+    Verilog is generated now and the commit is the working tree's (``_git_rev``)."""
     from netstor.build import build_core, core_verilog
-    core = build_core()
+    key, kw = CORE_VARIANTS[variant]
     if verilog_path:
         text = Path(verilog_path).read_text()
         src = verilog_path
+        rev = commit or "?"
+        P = None
     else:
+        rev = _git_rev()
+        core = build_core(**kw)
         text = _synth.core_verilog_text(core_verilog(core), core)
-        src = "generated from " + _git_rev()
+        rev2 = _git_rev()
+        if rev2 != rev:                        # someone committed during the elaboration
+            rev = f"{rev}..{rev2} (HEAD moved during the elaboration)"
+        src = "generated from " + rev
+        P = core.P
     r = _hier.synth_hier(text, out, jobs=jobs, timeout=timeout, cached_only=cached_only)
-    r["description"] = core_description(core.P)
+    r["description"] = core_description(P if P is not None else "?", variant=variant)
     r["verilog"] = src
-    res = merge_core(out, r)
+    r["commit"] = rev
+    r["variant"] = variant
+    r["verilog_sha256_whole"] = _hier.design_key(text)
+    res = merge_core(out, r, key=key)
     print("\n".join(summary_lines_core(res)))
     return 0 if r.get("ok") else 1
 
@@ -427,6 +474,12 @@ def main(argv=None):
                     help="run only the whole-core synthesis (hierarchical) and merge it into "
                          "the existing synth.json; VERILOG: the core's Verilog with the modules "
                          "its elements instantiate (default: generated now)")
+    ap.add_argument("--core-variant", choices=sorted(CORE_VARIANTS), default="default",
+                    help="with --core-only: which core (lane: build_core(copies='lane'), the "
+                         "copy-lane core, stored as synth.json['core_lane'])")
+    ap.add_argument("--core-commit", default=None,
+                    help="with --core-only VERILOG: the revision that Verilog was generated "
+                         "from (recorded in the entry's 'commit')")
     ap.add_argument("--core-jobs", type=int, default=None,
                     help="module runs at a time for the whole core (default: --jobs)")
     ap.add_argument("--no-core-synth", action="store_true",
@@ -444,7 +497,10 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     if a.core_only is not None:
         return core_only(out, a.core_only, jobs=a.core_jobs or a.jobs, timeout=a.core_timeout,
-                         cached_only=a.cached_only)
+                         cached_only=a.cached_only, variant=a.core_variant,
+                         commit=a.core_commit)
+    if a.core_variant != "default":
+        ap.error("--core-variant needs --core-only (make bench BENCH_LANE=1)")
     t0 = time.perf_counter()
     index = {"command": "python -m netstor.bench " + " ".join(argv or sys.argv[1:]),
              "git": _git_rev(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "files": {}}
@@ -498,7 +554,15 @@ def main(argv=None):
     if syn:
         index["synth_seconds_whole_core"] = syn.get("core", {}).get("yosys_seconds")
     index["files"]["summary"] = "summary.txt"
-    text = summary_text(pipe, syn, index)
+    extra = []
+    if (out / "exact_load.json").exists():     # make bench runs netstor.bench.exact_load first
+        from .exact_load import summary_line as exact_line
+        try:
+            extra.append(exact_line(json.loads((out / "exact_load.json").read_text())))
+            index["files"]["exact_load"] = "exact_load.json"
+        except (ValueError, KeyError) as e:
+            extra.append(f"exact_load.json unreadable: {e!r}")
+    text = summary_text(pipe, syn, index, extra)
     (out / "summary.txt").write_text(text + "\n")
     (out / "bench.json").write_text(json.dumps(index, indent=1) + "\n")
     print(text)

@@ -27,7 +27,7 @@ from pathlib import Path
 from netstor.driver.tables import EXACT_MOVES, ExactShadow
 from netstor.gateware.h3 import H3Slots
 
-__all__ = ["load_factor", "bench"]
+__all__ = ["load_factor", "bench", "summary_line"]
 
 KEY_BITS = 32
 
@@ -134,6 +134,24 @@ def bench(sizes=(1 << 16, 64), seeds=10, ways=4, kw=KEY_BITS):
     return out
 
 
+def _size_name(n):
+    return f"{n >> 10}K" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def summary_line(res):
+    """One line for people: per table size, the mean load factor at the first failed insert
+    with H3 + cuckoo placement (+- stdev), H3 first free, and the old CRC hash."""
+    parts = []
+    for size, row in sorted(res["tables"].items(), key=lambda kv: -int(kv[0])):
+        cu, ff, old = (row[k]["load_factor"] for k in ("h3_new_cuckoo", "h3_new_first_free",
+                                                       "crc_old_first_free"))
+        parts.append(f"{_size_name(int(size))} {cu['mean']:.4f} +- {cu['stdev']:.4f} "
+                     f"(first free {ff['mean']:.3f}, old CRC {old['mean']:.3f})")
+    return (f"exact tables, load at the first failed insert ({res['ways']} ways, "
+            f"{res['key_bits']}-bit random keys, {res['seeds']} seeds, H3 + cuckoo <= "
+            f"{res['cuckoo_moves']} moves): " + "; ".join(parts))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="65536,64")
@@ -141,9 +159,12 @@ def main(argv=None):
     ap.add_argument("--ways", type=int, default=4)
     ap.add_argument("--out", default="build/bench/exact_load.json")
     a = ap.parse_args(argv)
+    t0 = time.perf_counter()
     res = bench([int(x) for x in a.sizes.split(",")], a.seeds, a.ways)
+    res["seconds"] = round(time.perf_counter() - t0, 1)
     text = json.dumps(res, indent=1)
     print(text)
+    print(summary_line(res) + f" [{res['seconds']} s]")
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(text + "\n")

@@ -53,7 +53,7 @@ from netstor.paths import repo_root
 
 from .synth import run_yosys, script
 
-__all__ = ["bench", "bank_verilog"]
+__all__ = ["bench", "bank_verilog", "summary_line"]
 
 TOP = "bench_register_bank"
 
@@ -164,6 +164,24 @@ def bench(out_dir, *, depth=128 * 1024, width=64, timeout=None, uram=True):
     return fig
 
 
+def summary_line(fig):
+    """One line for people: the bank's BRAM mapping and, if run, its ``-uram`` mappings."""
+    def one(f):
+        return (f"{f['URAM']} URAM288 + {_n(f['BRAM36'])} BRAM36, {f['LUT']:,} LUT, "
+                f"{f['FF']:,} FF, {f['lut_levels']} LUT levels")
+    out = (f"register bank {fig['depth'] >> 10}K x {fig['width']} (latency "
+           f"{fig['latency_cycles']}): {one(fig)}")
+    if "uram_mapping" in fig:
+        out += f"; -uram: {one(fig['uram_mapping'])}"
+    if "uram_mapping_read_gated" in fig:
+        out += f"; -uram, host read gated (what-if): {fig['uram_mapping_read_gated']['URAM']} URAM288"
+    return out
+
+
+def _n(x):
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir", nargs="?", default=str(repo_root() / "build" / "bench"))
@@ -175,6 +193,7 @@ def main(argv=None):
     if "uram_mapping" in fig:
         print("-uram:", json.dumps({k: v for k, v in fig["uram_mapping"].items()
                                     if k != "yosys"}))
+    print(summary_line(fig))
 
 
 if __name__ == "__main__":

@@ -114,6 +114,16 @@ def synth_lines(syn):
                      + (" c" if wc.get("cached") else ""))
     if wc.get("method") == "hierarchical":
         lines += hier_lines(wc)
+    wl = syn.get("core_lane", {})
+    if wl.get("ok"):
+        lv = wl["depth"]["lut_levels"]
+        lines.append(f" {'copy-lane core (build option)':<36}{wl['LUT']:>7,} {wl['FF']:>7,} "
+                     f"{_fmt(wl['BRAM36_equiv'], 1):>6} {wl['DSP']:>4} {lv:>4}"
+                     f"{' !' if lv > lim else '  '}   {wl.get('yosys_seconds')}"
+                     f"  (URAM {wl['URAM']}; {wl.get('commit', '?')})")
+        lines += hier_lines(wl)
+    elif wl:
+        lines += _wrap(f" copy-lane core: not complete: {str(wl.get('error'))[:160]}")
     lines.append(f"  ! = above {lim} LUT levels (the 250 MHz rule of thumb); c = cached; "
                  f"'= x': same Verilog as block x (synthesised once)")
     for name, r in syn.get("standalone", {}).items():
@@ -138,7 +148,8 @@ def hier_lines(wc, top=8):
     d = wc.get("depth", {})
     xb = d.get("across_boundaries", {})
     lines = _wrap(
-        f"  whole core, hierarchically: {wc.get('modules_distinct')} distinct modules "
+        f"  whole core{' (' + wc['commit'] + ')' if wc.get('commit') else ''}, hierarchically: "
+        f"{wc.get('modules_distinct')} distinct modules "
         f"({wc.get('modules_instances')} instances) each synthesised once with its children "
         f"as black boxes, summed x instances; Yosys {wc.get('yosys_seconds', 0) / 60:.0f} min "
         f"(sum of the runs' wall times); deepest module {d.get('module')} at "
@@ -158,7 +169,7 @@ def hier_lines(wc, top=8):
     return lines
 
 
-def summary_text(pipe, syn, index):
+def summary_text(pipe, syn, index, extra=()):
     lines = [f"netstor bench ({index.get('git', '?')}; {index.get('seconds', 0) / 60:.1f} min): "
              f"whole netstor_core, 512-bit, sync taps at 250 MHz"]
     if pipe:
@@ -167,5 +178,7 @@ def summary_text(pipe, syn, index):
             lines += _wrap("* " + f)
     if syn:
         lines += synth_lines(syn)
+    for x in extra:                            # e.g. exact_load.json's summary line
+        lines += _wrap(x)
     lines.append("Details: pipeline.json, synth.json, bench.json")
     return "\n".join(lines)

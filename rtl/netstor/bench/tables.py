@@ -20,7 +20,7 @@ from netstor.elements.table import Table
 from netstor.lang import F, Pipeline, Program, Set
 from netstor.lang.program import Action
 
-__all__ = ["bench", "CASES"]
+__all__ = ["bench", "CASES", "summary_line"]
 
 #: name -> (kind, entries, Table keyword arguments)
 CASES = {
@@ -89,13 +89,30 @@ def bench(out_dir, *, only=None, timeout=3600):
     return old
 
 
+def summary_line(res):
+    """One line for people: every table of ``res`` (tables.json) with its size and depth."""
+    parts = []
+    for name, r in sorted(res.items()):
+        if not isinstance(r, dict) or "kind" not in r:
+            continue
+        if not r.get("ok"):
+            parts.append(f"{name} failed")
+            continue
+        parts.append(f"{name}: {r['LUT']:,} LUT, {r['FF']:,} FF, {r['BRAM36']:g} BRAM36, "
+                     f"{r['URAM']} URAM, {r['lut_levels']} LUT levels, latency "
+                     f"{r['latency_cycles']}")
+    return "tables: " + "; ".join(parts)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m netstor.bench.tables")
     ap.add_argument("out_dir", nargs="?", default="build/bench")
     ap.add_argument("--only", default="")
     ap.add_argument("--timeout", type=float, default=3600)
     a = ap.parse_args(argv)
-    bench(a.out_dir, only=[s for s in a.only.split(",") if s], timeout=a.timeout)
+    only = [s for s in a.only.split(",") if s]
+    res = bench(a.out_dir, only=only, timeout=a.timeout)
+    print(summary_line({k: v for k, v in res.items() if not only or k in only}))
 
 
 if __name__ == "__main__":

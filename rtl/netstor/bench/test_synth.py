@@ -284,3 +284,32 @@ def test_stitched_depth_joins_paths_through_child_ports(tmp_path):
     assert d["lut_levels"] == 9 and d["modules_not_joined"] == []
     assert synth.module_depth({"cells": par.cells, "ports": {}}, ["bench_mod.c"])[
         "lut_levels"] == 3
+
+
+def _core_entry(lut, levels, commit):
+    return {"ok": True, "method": "hierarchical", "LUT": lut, "LUT_logic": lut, "FF": 2 * lut,
+            "RAMB36": 1, "RAMB18": 2, "BRAM36_equiv": 2.0, "URAM": 0, "DSP": 3,
+            "share_of_xcu250_pct": {"LUT": 1.0, "FF": 1.0, "BRAM": 1.0, "URAM": 0.0,
+                                    "DSP": 0.1},
+            "depth": {"lut_levels": levels, "lut_levels_within_modules": 7, "max_cells": 9,
+                      "path_from": ["a"], "path_to": ["b"],
+                      "across_boundaries": {"lut_levels": levels}},
+            "yosys_seconds": 1.0, "commit": commit, "modules": {}}
+
+
+def test_core_variant_sits_beside_the_default_core(tmp_path):
+    """A variant's whole-core run (synth.json["core_lane"]) is stored beside the default
+    core's and never replaces the totals, which come from "core"."""
+    (tmp_path / "synth.json").write_text(json.dumps({"blocks": {}}))
+    res = bench.merge_core(tmp_path, _core_entry(100, 8, "aaa"))
+    assert res["total"]["LUT"] == 100 and res["total"]["source"] == "core"
+    res = bench.merge_core(tmp_path, _core_entry(150, 9, "bbb"),
+                           key=bench.CORE_VARIANTS["lane"][0])
+    saved = json.loads((tmp_path / "synth.json").read_text())
+    assert saved["core"]["commit"] == "aaa" and saved["core_lane"]["commit"] == "bbb"
+    assert saved["total"]["LUT"] == 100 and saved["total"]["lut_levels"] == 8
+    assert any(f.startswith("lane core (bbb): LUT 150") and "across 9" in f
+               for f in saved["findings"])
+    from netstor.bench.report import synth_lines
+    text = "\n".join(synth_lines(saved))
+    assert "copy-lane core (build option)" in text and "bbb" in text
