@@ -8,8 +8,9 @@ bandwidth*, real frames (the XORInc layout: header, pad, chunk data from frame b
     client c0 ── wire port 0 ═[ switch ]═ wire port 1 ──┬─ s0 ... s(n-1)
     (10.77.0.10)                                        (10.77.1.10 + i, one cable each)
 
-Stripes: RS(k, r), chunk ``j`` of stripe ``s`` on node ``(s + j) mod n`` (rotated, as HDFS-RAID
-places blocks), data random (seeded), parity encoded **with galois** (an independent library:
+Stripes: RS(k, r) stripes of ``chunk_bytes`` chunks grouped in blocks (HDFS-RAID's unit):
+chunk ``j`` of every stripe of block ``b`` on node ``(b + j) mod n`` (rotated per block), data
+random (seeded), parity encoded **with galois** (an independent library:
 ``GF(2^8)``, polynomial 0x11D, the ISA-L Cauchy matrix computed in galois' own arithmetic).
 A run is a sequence of chunk operations with ``window`` of them outstanding at the client (a
 new one starts when one completes); its time is the virtual time from the first request to the
