@@ -340,3 +340,15 @@ def test_engine_element_equals_gf_engine():
         assert status == want
         if ref.done:
             assert out[DATA_OFFSET:] == ref.data
+
+
+def test_not_in_the_default_bitstream():
+    """bitstream=False: the default pipeline (make rtl, the whole-core tests) has no xi
+    program and no payload element; the extra pipeline has both; an unknown name is refused."""
+    base = default_pipeline()
+    assert "xi" not in [p.name for p in base.programs]
+    assert not any(e.rewrites_payload for e in base.elements + base.egress_elements)
+    names = [p.name for p in pipeline().programs]
+    assert names == [p.name for p in base.programs] + ["xi"]
+    with pytest.raises(KeyError, match="nope"):
+        default_pipeline(extra=("nope",))
