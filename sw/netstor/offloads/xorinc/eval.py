@@ -257,6 +257,10 @@ def aggregate(done, *, preset=None, wall_s=None):
     out["busiest_link"] = where
     out["stripes_checked"] = sum(t["result"]["chunks_checked"] for t in runs)
     out["byte_mismatches"] = sum(t["result"]["byte_mismatches"] for t in runs)
+    out["mismatching_runs"] = [
+        {k: t[k] for k in ("group", "scheme", "k", "r", "mbps", "ops", "seed")}
+        | {"byte_mismatches": t["result"]["byte_mismatches"]}
+        for t in runs if t["result"]["byte_mismatches"]]
     out["incomplete_runs"] = sum(1 for t in runs if t["result"]["completed"] != t["ops"])
     perf = [t["result"]["perf"] for t in runs]
     out["perf"] = {"runs": len(runs), "sim_wall_s": round(sum(p["wall_s"] for p in perf), 1),
@@ -426,6 +430,11 @@ def report_markdown(res):
         lines += ["", "Linearity of the scaling (4x the data at the lowest bandwidth, time per "
                   "byte against the sweep's run): " + ", ".join(
                       f"{s} {v['deviation_pct']:+.2f} %" for s, v in lin.items()) + "."]
+    if res.get("mismatching_runs"):
+        lines += ["", "**Runs whose chunks differ from galois' (a failure, not a figure):** "
+                  + "; ".join(f"{m['scheme']} k={m['k']} r={m['r']} {m['mbps']:g} Mb/s seed "
+                              f"{m['seed']}: {m['byte_mismatches']} bytes"
+                              for m in res["mismatching_runs"][:10])]
     lines += ["", _explain(res)]
     return "\n".join(lines)
 
