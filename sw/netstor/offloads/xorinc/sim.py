@@ -439,11 +439,12 @@ class XorRun:
     nodes (one code). ``seed`` draws the data, the chunks and the new data. ``fanout``: T-Update's
     tree. ``model_class``: the switch's model (None: compiled when available). ``switch``:
     ``"xorinc"`` (the default pipeline plus XORInc's program, configured with the ``xorinc:``
-    section; every scheme) or ``"default"`` (the bitstream's pipeline: baselines only)."""
+    section; every scheme) or ``"default"`` (the bitstream's pipeline: baselines only).
+    ``check_checksums``: every host drops frames whose IPv4 or UDP checksum is wrong."""
 
     def __init__(self, scheme, *, k=3, r=2, mbps=1000.0, chunk_bytes=4096, ops=64, blocks=1,
                  window=8, seed=1, link_ns=1_000, fanout=2, model_class=None, trace=0,
-                 switch="xorinc", lost=None, rotate=True):
+                 switch="xorinc", lost=None, rotate=True, check_checksums=False):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme {scheme!r}: one of {SCHEMES}")
         if chunk_bytes % BEAT or chunk_bytes <= 0:
@@ -499,7 +500,8 @@ class XorRun:
                                  pipeline=pipeline, model_class=model, trace=trace)
         hosts = {}
         for h in self.plan_hosts:
-            node = Host(self.net, h.name, h.mac, h.ip, port_mac(h.segment))
+            node = Host(self.net, h.name, h.mac, h.ip, port_mac(h.segment),
+                        check_checksums=check_checksums)
             self.net.connect(node, 0, self.switch, h.segment, latency_ns=link_ns,
                              gbps=self.mbps / 1000.0)
             hosts[h.name] = node

@@ -91,12 +91,13 @@ def test_every_lost_position_is_repaired_byte_exact():
     n = k + r
     for scheme in ("netrepair", "conv", "rp"):
         res = run_xor(scheme, k=k, r=r, mbps=1000, ops=2 * n, blocks=n, lost=range(n),
-                      rotate=False, window=4, seed=7)
-        assert res["completed"] == 2 * n
+                      rotate=False, window=4, seed=7, check_checksums=True)
+        assert res["completed"] == 2 * n and not res["hosts_dropped"]
         assert (res["chunks_checked"], res["byte_mismatches"]) == (2 * n, 0)
     res = run_xor("netupdate", k=k, r=r, mbps=1000, ops=k, blocks=k, lost=range(k),
-                  rotate=False, seed=8)
+                  rotate=False, seed=8, check_checksums=True)
     assert (res["completed"], res["chunks_checked"], res["byte_mismatches"]) == (k, k, 0)
+    assert not res["hosts_dropped"]
 
 
 def test_a_wrong_repair_would_be_caught():
