@@ -269,11 +269,13 @@ class XorIncClient:
         return res
 
     # ---- repair ----------------------------------------------------------------------------
-    def repair_net(self, stripe, lost, failed=()):
-        """NetRepair (module docstring): the lost chunk, repaired in the switch."""
+    def repair_net(self, stripe, lost):
+        """NetRepair (module docstring): the lost chunk, repaired in the switch. The helpers
+        are the repair policy's (:meth:`survivors` with no other failure: the switch's
+        coefficient table holds those)."""
         res = OpResult("repair_net")
         t0 = time.perf_counter()
-        helpers = self.survivors(lost, failed)
+        helpers = self.survivors(lost)
         opid = next(self._opids)
         add, result, complete = self._parts("repair")
         parts = [0]

@@ -3,6 +3,7 @@ stores in server namespaces, the client (``python -m netstor.offloads.xorinc.sch
 client namespace, the golden-model switch between them. Repaired chunks and updated stripes
 are compared byte for byte with ``galois`` (an independent field and linear algebra), and the
 chunk transfers of each scheme are counted from the switch's own port counters."""
+import json
 import os
 import sys
 import tempfile
@@ -32,19 +33,28 @@ def _chunks(hexes):
     return np.array([np.frombuffer(bytes.fromhex(h), np.uint8) for h in hexes])
 
 
-def run_rack(k, r, *, config=None, repairs, updates, length=4096, seed=3, lost=None):
-    """A rack of one client and k + r servers; the scenario's JSON result."""
-    from netstor.testbed.experiment import start_servers, start_switch
+def run_rack(k, r, *, config=None, repairs, updates, length=4096, seed=3, lost=None, code=0,
+             switch_args=()):
+    """A rack of one client and k + r servers; the scenario's JSON result. ``config``:
+    ``f(rack)`` -> the switch's configuration (default: the rack's routes)."""
+    from netstor.testbed.experiment import start_servers
     with tempfile.TemporaryDirectory(prefix="netstor-xi-test-") as tmp, \
             Rack(1, k + r, workdir=tmp) as rack:
         stats = Path(tmp) / "switch.json"
-        start_switch(rack, config or rack.config(), tmp, stats_json=stats)
+        cfg = Path(tmp) / "switch-config.json"
+        cfg.write_text(json.dumps(config(rack) if config else rack.config()))
+        rack.switch = rack.spawn("switch", [
+            sys.executable, "-m", "netstor.testbed.switch", "--port0", "p0", "--port1", "p1",
+            "--dataplane", "model", "--config", str(cfg), "--stats-json", str(stats),
+            *switch_args], name="switch")
+        rack.switch.wait_line(r"^netstor-switch ready", timeout=60)
         servers = start_servers(rack, tmp, "none", offload_ports={"xorinc": XI_PORT})
         nodes = ",".join(f"{h.ip}:{XI_PORT}" for h in rack.servers)
 
         def argv(i, host, out):
             return [sys.executable, "-m", "netstor.offloads.xorinc.schemes", "--nodes", nodes,
-                    "--k", str(k), "--r", str(r), "--bind", host.ip, "--length", str(length),
+                    "--k", str(k), "--r", str(r), "--code", str(code), "--bind", host.ip,
+                    "--length", str(length),
                     "--seed", str(seed), "--repairs", ",".join(repairs), "--updates",
                     ",".join(updates), "--switch-stats", str(stats), "--out", str(out)] + \
                 (["--lost", ",".join(map(str, lost))] if lost else [])
@@ -98,3 +108,18 @@ def test_baselines_end_to_end_through_the_model_switch():
     for ph in ("read", "repair_conventional", "update_client"):
         assert switch[ph] == hosts[ph], (ph, switch, hosts)
     assert switch["repair_pipeline"] < hosts["repair_pipeline"]
+
+
+def rack_xorinc_config(rack, k, r, code=1):
+    """The rack's routes plus the ``xorinc:`` section: chunk j of code ``code`` on server j
+    (wire port 1), the client's op ids 0..63."""
+    from netstor.testbed.rack import port_mac
+    cfg = rack.config()
+    servers = rack.servers[:k + r]
+    cfg["xorinc"] = {
+        "smac": port_mac(1),
+        "nodes": {h.name: {"ip": h.ip, "mac": h.mac, "port": 1} for h in servers},
+        "codes": {str(code): {"k": k, "r": r, "nodes": [h.name for h in servers]}},
+        "clients": {rack.clients[0].name: [0, 63]},
+    }
+    return cfg
