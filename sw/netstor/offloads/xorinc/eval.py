@@ -94,11 +94,43 @@ def tasks(preset="headline", seed0=1, *, schemes=None):
         for s in ("conv", "netrepair", "conv_update", "netupdate"):
             if s in want:
                 out.append(_point("lin", s, K0, R0, min(p["mbps"]), 4 * p["ops"], seed0, 0))
+    for s in ("netrepair", "netupdate"):
+        if s in want:
+            out.append(_point("check", s, K0, R0, max(p["mbps"]), 16, seed0, 0))
     return out
 
 
+def check_model(scheme, k, r, mbps, ops, seed, model=None):
+    """The switch of a short run (the model class the runs use) against a fresh interpreter
+    fed the same frames: ``{frames, mismatches}`` (outputs compared byte for byte)."""
+    from netstor.cluster.switch import cached_config_ops
+    from netstor.model.dataplane import DataplaneModel
+    from .config import model_writes
+    run_ = XorRun(scheme, k=k, r=r, mbps=mbps, chunk_bytes=CHUNK, ops=ops, window=WINDOW,
+                  seed=seed, link_ns=LINK_NS, model_class=_model_class(model), trace=1 << 20)
+    run_.run()
+    sw = run_.switch
+    ref = DataplaneModel(sw.pipeline, groups="list")
+    writes, regs = cached_config_ops(run_.config)
+    for mem, addr, word in list(writes) + list(model_writes(sw.pipeline,
+                                                            run_.net_agent.xi_section)[1]):
+        ref.mem_write(mem, addr, word)
+    for name, value in regs:
+        ref.reg_write(name, value)
+    bad = 0
+    for (t, port, frame, arrival), outs in zip(sw.trace, sw.trace_out):
+        exp = [(o.port, o.frame) for o in ref.process(frame, port, arrival=arrival)]
+        bad += exp != [(q, f) for _, q, f in outs]
+    return {"frames": len(sw.trace), "mismatches": bad, "model": sw.model_class.__name__,
+            "counters_equal": ref.counters() == sw.counters()}
+
+
 def run(group, scheme, k, r, mbps, ops, seed, repeat, model=None):
-    """One run (an evaluation task): the compact result of :class:`.sim.XorRun`."""
+    """One run (an evaluation task): the compact result of :class:`.sim.XorRun`; group
+    ``check``: :func:`check_model`."""
+    if group == "check":
+        return dict(group=group, scheme=scheme, k=k, r=r, mbps=mbps, ops=ops, seed=seed,
+                    repeat=repeat, check=check_model(scheme, k, r, mbps, ops, seed, model))
     res = XorRun(scheme, k=k, r=r, mbps=mbps, chunk_bytes=CHUNK, ops=ops, window=WINDOW,
                  seed=seed, link_ns=LINK_NS, model_class=_model_class(model)).run()
     keep = {key: res[key] for key in ("time_ns", "completed", "data_bytes", "chunks_checked",
@@ -162,7 +194,8 @@ def _bytes(t):
 
 def aggregate(done, *, preset=None, wall_s=None):
     """The section's JSON (``xorinc.json``)."""
-    runs = list(done)
+    checks = [t for t in done if t["group"] == "check"]
+    runs = [t for t in done if t["group"] != "check"]
     bws = sorted({t["mbps"] for t in _by(runs, group="bw")})
     out = {"figure": "XORInc (MSST'19): repair/update time vs bottleneck bandwidth, vs k/r; "
                      "traffic through the switch",
@@ -255,6 +288,7 @@ def aggregate(done, *, preset=None, wall_s=None):
         if rows:
             where[s] = rows
     out["busiest_link"] = where
+    out["model_check"] = {t["scheme"]: t["check"] for t in checks}
     out["stripes_checked"] = sum(t["result"]["chunks_checked"] for t in runs)
     out["byte_mismatches"] = sum(t["result"]["byte_mismatches"] for t in runs)
     out["mismatching_runs"] = [
@@ -430,6 +464,13 @@ def report_markdown(res):
         lines += ["", "Linearity of the scaling (4x the data at the lowest bandwidth, time per "
                   "byte against the sweep's run): " + ", ".join(
                       f"{s} {v['deviation_pct']:+.2f} %" for s, v in lin.items()) + "."]
+    mc = res.get("model_check") or {}
+    if mc:
+        lines += ["", "The switch model the runs use against the interpreter (the golden model) "
+                  "on the frames of a short run: " + ", ".join(
+                      f"{s} {v['frames']} frames, {v['mismatches']} differing outputs"
+                      + ("" if v["counters_equal"] else ", counters differ")
+                      for s, v in mc.items()) + f" ({next(iter(mc.values()))['model']})."]
     if res.get("mismatching_runs"):
         lines += ["", "**Runs whose chunks differ from galois' (a failure, not a figure):** "
                   + "; ".join(f"{m['scheme']} k={m['k']} r={m['r']} {m['mbps']:g} Mb/s seed "
@@ -519,6 +560,8 @@ class _Evaluation:
                    f"{t['mbps']:g}mbps/ops{t['ops']}/s{t['seed']}")
             cost = t["ops"] * (t["k"] + t["r"]) * (2 if t["scheme"] in ("netrepair",
                                                                         "netupdate") else 1)
+            if t["group"] == "check":
+                cost *= 20                # the interpreter: run it early
             out.append(Task(key, f"{__name__}:run", t, cost=cost))
         return out
 
