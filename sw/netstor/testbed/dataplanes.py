@@ -30,17 +30,20 @@ class ModelDataplane:
     """The golden model as the switch's data plane."""
     kind = "model"
 
-    def __init__(self, writes=(), regs=(), *, control=None, schema=None, model=None):
+    def __init__(self, writes=(), regs=(), *, control=None, schema=None, model=None,
+                 pipeline=None, groups=None):
         """``control``: serve the model's control window at this Unix socket path (device
         ``unix:PATH`` for ``netstor --device`` and the controller). ``model``: ``"compiled"``
-        (default) or ``"interpreter"``; None: ``$NETSTOR_MODEL``, else compiled."""
+        (default) or ``"interpreter"``; None: ``$NETSTOR_MODEL``, else compiled.
+        ``pipeline``: default ``default_pipeline()``; ``groups``: the model's multicast
+        groups (``"list"``: copy lists; default the model's)."""
         model = model or os.environ.get("NETSTOR_MODEL") or "compiled"
         if model not in MODELS:
             raise ValueError(f"model {model!r}: one of {sorted(MODELS)}")
         self.model_kind = model
-        self.pipeline = default_pipeline()
+        self.pipeline = pipeline or default_pipeline()
         self.P = self.pipeline.n_ports
-        self.model = MODELS[model](self.pipeline)
+        self.model = MODELS[model](self.pipeline, **({"groups": groups} if groups else {}))
         self._process = self.model.process
         apply_writes(self.model, writes)
         for name, value in regs:

@@ -81,13 +81,14 @@ class _Stop:
 
 
 def run_model_switch(ifaces, writes, regs=(), *, stats_json=None, host_pcap=None, stop=None,
-                     duration=None, control=None, out=None):
+                     duration=None, control=None, out=None, pipeline=None, groups=None):
     """Forward between ``ifaces`` through the golden model until ``stop.flag`` (or
-    ``duration`` seconds); returns the final stats dict."""
+    ``duration`` seconds); returns the final stats dict. ``pipeline``, ``groups``: the
+    model's (:class:`ModelDataplane`; default the default pipeline)."""
     out = out or sys.stdout
     socks = [PortSocket(i, timestamps=True) for i in ifaces]
     try:
-        dp = ModelDataplane(writes, regs, control=control)
+        dp = ModelDataplane(writes, regs, control=control, pipeline=pipeline, groups=groups)
     except BaseException:
         for s in socks:
             s.close()

@@ -33,21 +33,39 @@ def _chunks(hexes):
     return np.array([np.frombuffer(bytes.fromhex(h), np.uint8) for h in hexes])
 
 
+def accept_local(rack):
+    """Let the servers accept frames whose IPv4 source is their own address: NetUpdate's
+    delta copy to the data node carries the source of the packet that completed the delta,
+    the data node's own UPD_OLD, so Linux drops it as a martian unless ``accept_local``
+    (the program rewrites the copies' destination, not their source)."""
+    import subprocess
+    from netstor.testbed.netns import ns_exec
+    for h in rack.servers:
+        for dev in ("all", h.ifname):
+            subprocess.run(ns_exec(h.ns, ["sysctl", "-q", "-w",
+                                          f"net.ipv4.conf.{dev}.accept_local=1"]), check=True)
+
+
 def run_rack(k, r, *, config=None, repairs, updates, length=4096, seed=3, lost=None, code=0,
-             switch_args=()):
-    """A rack of one client and k + r servers; the scenario's JSON result. ``config``:
-    ``f(rack)`` -> the switch's configuration (default: the rack's routes)."""
+             switch_argv=None, prepare=None):
+    """A rack of one client and k + r servers; the scenario's JSON result (and the switch's
+    final stats in ``switch_final``). ``config``: ``f(rack)`` -> the switch's configuration
+    (default: the rack's routes); ``switch_argv``: ``f(config path, stats path)`` -> the
+    switch's command (default: ``netstor.testbed.switch`` with the default pipeline);
+    ``prepare``: ``f(rack)`` before the servers start."""
     from netstor.testbed.experiment import start_servers
     with tempfile.TemporaryDirectory(prefix="netstor-xi-test-") as tmp, \
             Rack(1, k + r, workdir=tmp) as rack:
         stats = Path(tmp) / "switch.json"
         cfg = Path(tmp) / "switch-config.json"
         cfg.write_text(json.dumps(config(rack) if config else rack.config()))
-        rack.switch = rack.spawn("switch", [
+        argv = switch_argv(cfg, stats) if switch_argv else [
             sys.executable, "-m", "netstor.testbed.switch", "--port0", "p0", "--port1", "p1",
-            "--dataplane", "model", "--config", str(cfg), "--stats-json", str(stats),
-            *switch_args], name="switch")
+            "--dataplane", "model", "--config", str(cfg), "--stats-json", str(stats)]
+        rack.switch = rack.spawn("switch", argv, name="switch")
         rack.switch.wait_line(r"^netstor-switch ready", timeout=60)
+        if prepare:
+            prepare(rack)
         servers = start_servers(rack, tmp, "none", offload_ports={"xorinc": XI_PORT})
         nodes = ",".join(f"{h.ip}:{XI_PORT}" for h in rack.servers)
 
@@ -63,6 +81,7 @@ def run_rack(k, r, *, config=None, repairs, updates, length=4096, seed=3, lost=N
         for p in servers:
             p.stop()
         rack.stop_switch()
+        res["switch_final"] = json.loads(stats.read_text())
     return res
 
 
@@ -123,3 +142,41 @@ def rack_xorinc_config(rack, k, r, code=1):
         "clients": {rack.clients[0].name: [0, 63]},
     }
     return cfg
+
+
+def xorinc_switch_argv(cfg, stats):
+    """The model switch with XORInc's program (``default_pipeline(extra=("xorinc",))``,
+    copy-list groups) and the ``xorinc:`` section."""
+    return [sys.executable, "-m", "netstor.offloads.xorinc.demo", "switch", "--config",
+            str(cfg), "--stats-json", str(stats)]
+
+
+@needs_root
+def test_netrepair_netupdate_end_to_end_through_the_model_switch():
+    """NetRepair and NetUpdate through XORInc's program in the model switch on RS(3, 2),
+    beside conventional repair and update in the same rack: every lost position repaired
+    byte-exact, the updated stripe equal to galois' encoding; k + 1 transfers per repair
+    (2k conventional) and r + 3 per update (2r + 2 conventional) at the hosts, the same on
+    the switch's ports (NetUpdate: plus the header-only UPD_NEW the switch passes on to the
+    data node as its cue); the engine's own counters agree."""
+    k, r, length = 3, 2, 4096
+    npk = 4
+    res = run_rack(k, r, config=lambda rack: rack_xorinc_config(rack, k, r, code=1), code=1,
+                   repairs=["net", "conventional"], updates=["net", "conventional"],
+                   length=length, switch_argv=xorinc_switch_argv, prepare=accept_local)
+    hosts, switch = check_scenario(res, k, r, length)
+    assert hosts == {"read": 2, "repair_net": k + 1, "repair_conventional": 2 * k,
+                     "update_net": r + 3, "update_conventional": 2 * r + 2}, hosts
+    assert {p: switch[p] for p in ("read", "repair_net", "repair_conventional",
+                                   "update_net")} == \
+        {"read": 2, "repair_net": k + 1, "repair_conventional": 2 * k,
+         "update_net": r + 3 + 1}, switch
+    dp = res["switch_final"]["dataplane"]
+    n = k + r
+    # every lost position: k parts per packet position, one completes it, k - 1 absorbed;
+    # the update: UPD_NEW absorbed (and passed on header-only), UPD_OLD completes
+    assert dp["xi.engine.done"] == n * npk + npk, dp
+    assert dp["xi.engine.absorbed"] == n * (k - 1) * npk + npk, dp
+    assert dp["xi.repair.hit"] == n * k * npk and dp["xi.repair.miss"] == 0
+    assert dp["xi.groups.hit"] == npk and dp["xi.delta.hit"] == (r + 1) * npk
+    assert dp["xi.engine.dup"] == dp["xi.engine.timeouts"] == dp["xi.engine.misaligned"] == 0
