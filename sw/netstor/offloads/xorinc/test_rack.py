@@ -154,12 +154,13 @@ def xorinc_switch_argv(cfg, stats):
 @needs_root
 def test_netrepair_netupdate_end_to_end_through_the_model_switch():
     """NetRepair and NetUpdate through XORInc's program in the model switch on RS(3, 2),
+    4,000-byte chunks (a short last packet),
     beside conventional repair and update in the same rack: every lost position repaired
     byte-exact, the updated stripe equal to galois' encoding; k + 1 transfers per repair
     (2k conventional) and r + 3 per update (2r + 2 conventional) at the hosts, the same on
     the switch's ports (NetUpdate: plus the header-only UPD_NEW the switch passes on to the
     data node as its cue); the engine's own counters agree."""
-    k, r, length = 3, 2, 4096
+    k, r, length = 3, 2, 4000           # 4 packets, the last one 928 bytes (14.5 beats)
     npk = 4
     res = run_rack(k, r, config=lambda rack: rack_xorinc_config(rack, k, r, code=1), code=1,
                    repairs=["net", "conventional"], updates=["net", "conventional"],
