@@ -9,7 +9,7 @@ import pytest
 from amaranth.sim import Simulator
 from scapy.all import Ether, Dot1Q, IP, UDP, Raw, IPOption
 
-from netstor.gateware.truncate import Truncator, TRUNC_LATENCY, APP
+from netstor.gateware.truncate import Truncator, TRUNC_LATENCY, FACTS_LEAD, APP
 from netstor.lang import APP_BYTES
 from netstor.model import DataplaneModel
 from netstor.model.replication import truncate_frame
@@ -56,38 +56,46 @@ def test_truncator_against_model(app):
     pkts = []
     for f in frames(rng, 220):
         phv = model.parse(f, 0)
-        info = dict(trunc=int(rng.random() < 0.7), vlan=phv["meta.vlan_valid"],
-                    ipv4=phv["meta.ipv4_valid"], udp=phv["meta.udp_valid"],
-                    ihl=phv["ipv4.ver_ihl"] & 15, app=int(phv["meta.hdr_type"] != 0))
-        exp = truncate_frame(f, phv, app) if info["trunc"] else f
-        pkts.append((f, info, exp, rng.randrange(8)))
+        facts = dict(trunc=int(rng.random() < 0.7), vlan=phv["meta.vlan_valid"],
+                     ipv4=phv["meta.ipv4_valid"], udp=phv["meta.udp_valid"],
+                     ihl=phv["ipv4.ver_ihl"] & 15, app=int(phv["meta.hdr_type"] != 0),
+                     total_len=phv["ipv4.total_len"], src=phv["ipv4.src"], dst=phv["ipv4.dst"],
+                     sport=phv["udp.sport"], dport=phv["udp.dport"],
+                     # the PHV's window, wire byte 0 the most significant (app bytes past the
+                     # block's narrower window are not its)
+                     window=phv["app"] >> (8 * (APP_BYTES - app)))
+        exp = truncate_frame(f, phv, app) if facts["trunc"] else f
+        pkts.append((f, facts, exp, rng.randrange(8)))
     got, cur, cuts = [], bytearray(), 0
 
     async def tb(ctx):
         nonlocal cur
-        events = []                                   # (input beat or None)
-        for f, info, _, user in pkts:
+        # cycle by cycle: the input beat (or None) and the facts presented (or None); a
+        # packet's facts FACTS_LEAD cycles before its first beat
+        beats, facts_at = [None] * FACTS_LEAD, {}
+        for f, facts, _, user in pkts:
             nb = -(-len(f) // 64)
+            facts_at[len(beats) - FACTS_LEAD] = facts
             for k in range(nb):
-                chunk = f[64 * k:64 * k + 64]
-                events.append((chunk, k == nb - 1, len(f), user, info if k == 0 else None))
+                beats.append((f[64 * k:64 * k + 64], k == nb - 1, len(f), user))
             for _ in range(rng.choice([0, 0, 0, 1, 3])):
-                events.append(None)
-        events += [None] * (TRUNC_LATENCY + 2)
-        for ev in events:
+                beats.append(None)
+        beats += [None] * (TRUNC_LATENCY + 2)
+        for cyc, ev in enumerate(beats):
+            fa = facts_at.get(cyc)
+            ctx.set(dut.facts.valid, fa is not None)
+            for k, v in (fa or {}).items():
+                ctx.set(getattr(dut.facts.payload, k), v)
             if ev is None:
                 ctx.set(dut.i.valid, 0)
             else:
-                chunk, last, ln, user, info = ev
+                chunk, last, ln, user = ev
                 ctx.set(dut.i.valid, 1)
                 ctx.set(dut.i.payload.data, int.from_bytes(chunk.ljust(64, b"\0"), "little"))
                 ctx.set(dut.i.payload.keep, (1 << len(chunk)) - 1)
                 ctx.set(dut.i.payload.last, last)
                 ctx.set(dut.i.payload.len, ln)
                 ctx.set(dut.i.payload.user, user)
-                if info is not None:
-                    for k, v in info.items():
-                        ctx.set(getattr(dut.info, k), v)
             if ctx.get(dut.o.valid):
                 p = ctx.get(dut.o.payload)
                 keep = p.keep
@@ -104,13 +112,15 @@ def test_truncator_against_model(app):
     sim.add_testbench(tb)
     sim.run()
     assert len(got) == len(pkts)
-    for (f, info, exp, user), (g, ln, u) in zip(pkts, got):
+    for (f, facts, exp, user), (g, ln, u) in zip(pkts, got):
         assert g == exp and ln == len(exp) and u == user
         cuts += len(exp) < len(f)
     assert cuts > 60
 
 
 def test_truncator_latency():
+    """A cut copy's single output beat TRUNC_LATENCY cycles after its first input beat, which
+    comes FACTS_LEAD cycles after its facts."""
     dut = Truncator(user_width=1)
     f = bytes(Ether() / IP(src="1.2.3.4", dst="5.6.7.8") / UDP(sport=1, dport=2)
               / Raw(bytes(200)))
@@ -118,25 +128,27 @@ def test_truncator_latency():
 
     async def tb(ctx):
         for cyc in range(20):
-            k = cyc
-            if k < 4:
+            ctx.set(dut.facts.valid, cyc == 0)
+            if cyc == 0:
+                for k_, v in dict(trunc=1, ipv4=1, udp=1, ihl=5, total_len=len(f) - 14,
+                                  src=0x01020304, dst=0x05060708, sport=1, dport=2).items():
+                    ctx.set(getattr(dut.facts.payload, k_), v)
+            k = cyc - FACTS_LEAD
+            if 0 <= k < 4:
                 chunk = f[64 * k:64 * k + 64]
                 ctx.set(dut.i.valid, 1)
                 ctx.set(dut.i.payload.data, int.from_bytes(chunk.ljust(64, b"\0"), "little"))
                 ctx.set(dut.i.payload.keep, (1 << len(chunk)) - 1)
                 ctx.set(dut.i.payload.last, k == 3)
-                ctx.set(dut.info.trunc, 1)
-                ctx.set(dut.info.ipv4, 1)
-                ctx.set(dut.info.udp, 1)
-                ctx.set(dut.info.ihl, 5)
             else:
                 ctx.set(dut.i.valid, 0)
             if ctx.get(dut.o.valid):
-                seen.append((cyc, ctx.get(dut.o.payload.last)))
+                seen.append((cyc, ctx.get(dut.o.payload.last), ctx.get(dut.o.payload.len)))
             await ctx.tick()
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
-    assert seen == [(TRUNC_LATENCY, 1)]          # 42 bytes: one beat, 7 cycles later
+    # 42 bytes (14 + 20 + 8): one beat, TRUNC_LATENCY cycles after the first
+    assert seen == [(FACTS_LEAD + TRUNC_LATENCY, 1, 42)]

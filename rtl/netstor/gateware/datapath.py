@@ -53,12 +53,11 @@ from .packet_buffer import PacketBuffer, EgressQueue
 from .arbiter import IngressArbiter
 from .parser import Parser, FIRST_TO_PHV, orig_layout
 from .kit import HwEnv
-from .truncate import trunc_info_layout
 from .stage import Stage, EgressStages
 from .traffic_manager import Replicator, TM_LATENCY, GROUP_WORD_BITS
 from .tx_completion import CompletionSynth
 from .replica_lane import ReplicaLane, COUNT_BITS, LANE_LATENCY, lane_layout
-from .truncate import Truncator, TRUNC_LATENCY
+from .truncate import Truncator, TRUNC_LATENCY, FACTS_LEAD
 from .deparser import RECIRC_USER
 
 #: cycles from a direct descriptor entering the idle replication engine to its first copy (the
@@ -447,20 +446,23 @@ class Datapath(wiring.Component):
                      dep.beat.payload.user.eq(Cat(lb.user, lb.cport, lb.port)),
                      dep.beat.payload.first.eq(lbv & lb.first), dep.beat.payload.index.eq(lb.index)]
 
-        # ---- truncation facts of the copy, with its first beat --------------------------------
+        # ---- truncation: the copy's facts (its PHV) as the deparser takes it ------------------
+        assert PREP_LATENCY == FACTS_LEAD, "the truncator's sums run beside the deparser's prep"
         xf = HwEnv(pl, xphv).field
-        info = Signal(trunc_info_layout())
-        has_trunc = "meta.truncate" in pl.phv.fields
-        m.d.comb += [info.trunc.eq((xf("meta.truncate") if has_trunc else 0) & ~xrc),
-                     info.vlan.eq(xf("meta.vlan_valid")), info.ipv4.eq(xf("meta.ipv4_valid")),
-                     info.udp.eq(xf("meta.udp_valid")), info.ihl.eq(xf("ipv4.ver_ihl")[:4]),
-                     info.app.eq(xf("meta.hdr_type") != 0)]
-        info_d = m.submodules.trunc_info = DelayLine(trunc_info_layout().size, PREP_LATENCY)
-        m.d.comb += info_d.i.eq(info)
         UL = UW + SIDE + RECIRC_USER
         tr = m.submodules.truncate = Truncator(data_width=dw, user_width=UL)
+        fa = tr.facts.payload
+        has_trunc = "meta.truncate" in pl.phv.fields
+        m.d.comb += [tr.facts.valid.eq(xv),
+                     fa.trunc.eq((xf("meta.truncate") if has_trunc else 0) & ~xrc),
+                     fa.vlan.eq(xf("meta.vlan_valid")), fa.ipv4.eq(xf("meta.ipv4_valid")),
+                     fa.udp.eq(xf("meta.udp_valid")), fa.ihl.eq(xf("ipv4.ver_ihl")[:4]),
+                     fa.app.eq(xf("meta.hdr_type") != 0), fa.total_len.eq(xf("ipv4.total_len")),
+                     fa.src.eq(xf("ipv4.src")), fa.dst.eq(xf("ipv4.dst")),
+                     fa.sport.eq(xf("udp.sport")), fa.dport.eq(xf("udp.dport")),
+                     fa.window.eq(xf("app"))]
         m.d.comb += [tr.i.valid.eq(dep.o.valid), tr.i.payload.eq(dep.o.payload),
-                     dep.o.ready.eq(1), tr.info.eq(info_d.o)]
+                     dep.o.ready.eq(1)]
 
         # ---- by copy port: the egress queues and the recirculation buffer ---------------------
         t = tr.o.payload

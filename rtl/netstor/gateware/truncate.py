@@ -2,22 +2,38 @@
 packet (``netstor.model.replication.truncate_frame`` is the reference).
 
 :class:`Truncator` sits between a deparser and its egress queue, on the deparsed copy's beats
-(:func:`~.axis.pkt_layout`, gapless as the non-stalling pipeline produces them). The copy's
-header facts come on ``info`` with its first beat (from the copy's PHV: ``trunc``,
-``vlan``, ``ipv4`` (valid IPv4), ``udp`` (valid UDP), ``ihl``, ``app`` (a program's packet:
-its ``APP_BYTES`` app window is a header)). With ``trunc`` and ``ipv4``, the header end is
-``e = u + 8 + (APP_BYTES if app)`` for UDP (``u = l3 + 4 ihl``), ``u`` otherwise; when
-``e < l3 + total_len`` the copy leaves with its first ``e`` bytes (at most 86 + APP_BYTES <= 128: one or two
-beats, ``keep``/``last``/``len`` set, later beats removed), the IPv4 total length ``e - l3``
-and header checksum (incremental, RFC 1624, which equals the recomputed one for a header
-with a correct checksum), the UDP length ``e - u`` and, unless it was 0, the UDP checksum
-recomputed over the pseudo-header, the UDP header and the kept app words. Other copies pass
-unchanged.
+(:func:`~.axis.pkt_layout`, gapless as the non-stalling pipeline produces them). With ``trunc``
+and a valid IPv4 header, the header end is ``e = u + 8 + (APP_BYTES if app)`` for UDP
+(``u = l3 + 4 ihl``), ``u`` otherwise; when ``e < l3 + total_len`` the copy leaves with its
+first ``e`` bytes (at most 86 + APP_BYTES <= 128: one or two beats, ``keep``/``last``/``len``
+set, later beats removed), the IPv4 total length ``e - l3`` and header checksum (incremental,
+RFC 1624 eqn. 3, from the deparsed checksum: equal to the recomputed one for a header with a
+correct checksum), the UDP length ``e - u`` and, unless the deparsed UDP checksum is 0, the
+UDP checksum recomputed over the pseudo-header, the UDP header and the kept app words. Other
+copies pass unchanged.
 
-Pipeline (fixed latency, never stalls): the two-beat window is complete one cycle after the
-first beat; field selection (``u`` one-hot over its 12 values), then adder-tree stages
-(two adder levels per register), fold, then one registered byte-placement stage. Latency
-:data:`TRUNC_LATENCY` = 7 cycles, one beat per clock.
+**The arithmetic runs beside the deparser.** Every byte the UDP checksum of a header-only copy
+covers is a PHV field the deparser writes as it is (``ipv4.src``/``dst``, ``udp.sport``/
+``dport``, the ``app`` window; the lengths are the new ones), so the sums are taken from the
+copy's PHV (``facts``, valid when the deparser takes the copy, :data:`FACTS_LEAD` cycles before
+its first deparsed beat: the deparser's prep latency) while the deparser prepares the copy's
+rewrite. What needs the deparsed bytes is small: the IPv4 checksum (one incremental add and a
+fold) and whether the UDP checksum is 0.
+
+Pipeline (fixed latency, never stalls):
+
+* facts F (4 cycles ahead): U1 header end, ``l3``, ``u`` (one-hot over its 12 values), the
+  address and port pairs, the app words in pairs; U2 the cut decision, the new lengths, the
+  IPv4 length delta ``~total_len + (e - l3)``, app quads, byte masks; U3 the pseudo-header and
+  UDP header sum, the app sum, the delta folded; U4 the UDP total, first fold.
+* beats: P1 (the beat registered; with the first beat the packet's U4 results are taken, the
+  UDP checksum's last fold done, ``~ip_csum + delta`` summed from the deparsed bytes; the
+  deparsed UDP checksum compared with 0 in the beat that holds it), P2 the output register
+  (the IPv4 checksum folded and complemented, the four fields placed, ``keep``/``last``/
+  ``len`` set, later beats removed).
+
+Latency :data:`TRUNC_LATENCY` = 2 cycles from a beat in to the beat out (was 7 when the sums
+were taken from the deparsed beats), one beat per clock.
 """
 
 from __future__ import annotations
@@ -30,16 +46,21 @@ from netstor.lang.phv import APP_BYTES
 
 from .axis import flow_signature, pkt_layout
 
-__all__ = ["Truncator", "TRUNC_LATENCY", "trunc_info_layout"]
+__all__ = ["Truncator", "TRUNC_LATENCY", "FACTS_LEAD", "trunc_facts_layout"]
 
-TRUNC_LATENCY = 7
+TRUNC_LATENCY = 2
+#: cycles from a copy's ``facts`` to its first beat on ``i`` (the deparser's prep latency)
+FACTS_LEAD = 4
 APP = APP_BYTES                 # the app window (netstor.lang), the default of ``app_bytes``
 #: the UDP header offsets u = l3 + 4 ihl a valid IPv4 header allows (l3 14 or 18, ihl 5..15)
 U_VALUES = sorted({l3 + 4 * ihl for l3 in (14, 18) for ihl in range(5, 16)})
 
 
-def trunc_info_layout():
-    return data.StructLayout({"trunc": 1, "vlan": 1, "ipv4": 1, "udp": 1, "ihl": 4, "app": 1})
+def trunc_facts_layout(app_bytes=APP):
+    """What the truncator needs of a copy's PHV (the values the deparser writes)."""
+    return data.StructLayout({"trunc": 1, "vlan": 1, "ipv4": 1, "udp": 1, "ihl": 4, "app": 1,
+                              "total_len": 16, "src": 32, "dst": 32, "sport": 16, "dport": 16,
+                              "window": 8 * app_bytes})
 
 
 def _byte(window, p):
@@ -51,10 +72,16 @@ def _be16(window, p):
     return Cat(_byte(window, p + 1), _byte(window, p))
 
 
+def _fold(x):
+    """One end-around-carry fold of a 17-bit one's-complement partial sum."""
+    return (x[:16] + x[16])[:16]
+
+
 class Truncator(wiring.Component):
-    """See the module docstring. Ports: ``i`` (flow of :func:`~.axis.pkt_layout` beats),
-    ``info`` (:func:`trunc_info_layout`, sampled with each packet's first beat), ``o`` (flow,
-    same layout, :data:`TRUNC_LATENCY` cycles later)."""
+    """See the module docstring. Ports: ``facts`` (flow of :func:`trunc_facts_layout`: one
+    per copy, :data:`FACTS_LEAD` cycles before the copy's first beat), ``i`` (flow of
+    :func:`~.axis.pkt_layout` beats), ``o`` (flow, same layout, :data:`TRUNC_LATENCY` cycles
+    later)."""
 
     def __init__(self, *, data_width=512, user_width=1, app_bytes=APP):
         if data_width != 512:
@@ -66,222 +93,173 @@ class Truncator(wiring.Component):
         self.app = app_bytes
         self.dw, self.uw = data_width, user_width
         layout = pkt_layout(data_width, user_width)
-        super().__init__({"i": In(flow_signature(layout)), "info": In(trunc_info_layout()),
+        super().__init__({"facts": In(flow_signature(trunc_facts_layout(app_bytes))),
+                          "i": In(flow_signature(layout)),
                           "o": Out(flow_signature(layout))})
 
     def elaborate(self, platform):
         m = Module()
         layout = pkt_layout(self.dw, self.uw)
-        D = TRUNC_LATENCY - 1                    # beat stages before the output register
         APP = self.app
+        NU = len(U_VALUES)
         END_BITS = (18 + 60 + 8 + APP).bit_length()
-        # app words summed pairwise (S2), then in groups of four (S3)
-        _APP_PAIRS = (APP // 2 + 1) // 2
-        _APP_QUADS = (_APP_PAIRS + 3) // 4
+        R = dict(reset_less=True)
 
-        # ---- beat index at the input, beats delayed -----------------------------------------
+        # ==== the copy's facts: U1..U4 =========================================================
+        fv, fa = self.facts.valid, self.facts.payload
+        # ---- U1: header end, l3, u, the sums' first level -------------------------------------
+        u1 = Signal()
+        u1_cutok, u1_udp = Signal(**R), Signal(**R)
+        u1_l3 = Signal(5, **R)
+        u1_u = Signal(7, **R)
+        u1_uoh = Signal(NU, **R)
+        u1_end = Signal(END_BITS, **R)
+        u1_tot = Signal(16, **R)
+        u1_h = [Signal(17, name=f"u1_h{k}", **R) for k in range(3)]
+        app_words = [fa.window[16 * k:16 * k + 16] for k in range(APP // 2)]   # any order
+        app_words += [Const(0, 16)] * (len(app_words) % 2)
+        u1_a = [Signal(17, name=f"u1_a{k}", **R) for k in range(len(app_words) // 2)]
+        l3 = Mux(fa.vlan, 18, 14)
+        u_now = Signal(7)
+        m.d.comb += u_now.eq(l3 + 4 * fa.ihl)
+        m.d.sync += [u1.eq(fv),
+                     u1_cutok.eq(fa.trunc & fa.ipv4 & (fa.ihl >= 5)), u1_udp.eq(fa.udp),
+                     u1_l3.eq(l3), u1_u.eq(u_now), u1_tot.eq(fa.total_len),
+                     u1_uoh.eq(Cat(*[u_now == uv for uv in U_VALUES])),
+                     u1_end.eq(Mux(fa.udp, u_now + Mux(fa.app, 8 + APP, 8), u_now)),
+                     u1_h[0].eq(fa.src[16:] + fa.src[:16]), u1_h[1].eq(fa.dst[16:] + fa.dst[:16]),
+                     u1_h[2].eq(fa.sport + fa.dport)]
+        with m.If(fa.udp & fa.app):              # a program's packet: the app words count
+            m.d.sync += [a.eq(app_words[2 * k] + app_words[2 * k + 1])
+                         for k, a in enumerate(u1_a)]
+        with m.Else():
+            m.d.sync += [a.eq(0) for a in u1_a]
+
+        # ---- U2: cut decision, new lengths, length delta, app quads, byte masks --------------
+        u2 = Signal()
+        u2_cut, u2_udp, u2_one = Signal(**R), Signal(**R), Signal(**R)
+        u2_l3 = Signal(5, **R)
+        u2_uoh = Signal(NU, **R)
+        u2_end = Signal(END_BITS, **R)
+        u2_iplen, u2_ulen = Signal(16, **R), Signal(16, **R)
+        u2_d = Signal(17, **R)
+        u2_h = Signal(18, **R)
+        u2_h2 = Signal(17, **R)
+        nq = (len(u1_a) + 3) // 4
+        a4 = u1_a + [Const(0, 17)] * (4 * nq - len(u1_a))
+        u2_a = [Signal(19, name=f"u2_a{k}", **R) for k in range(nq)]
+        u2_keep = Signal(128, **R)
+        iplen = Signal(16)
+        m.d.comb += iplen.eq(u1_end - u1_l3)
+        m.d.sync += [u2.eq(u1), u2_cut.eq(u1_cutok & (iplen < u1_tot)), u2_udp.eq(u1_udp),
+                     u2_one.eq(u1_end <= 64), u2_l3.eq(u1_l3), u2_uoh.eq(u1_uoh),
+                     u2_end.eq(u1_end), u2_iplen.eq(iplen), u2_ulen.eq(u1_end - u1_u),
+                     u2_d.eq((~u1_tot)[:16] + iplen),
+                     u2_h.eq(u1_h[0] + u1_h[1]), u2_h2.eq(u1_h[2])]
+        m.d.sync += [q.eq((a4[4 * k] + a4[4 * k + 1]) + (a4[4 * k + 2] + a4[4 * k + 3]))
+                     for k, q in enumerate(u2_a)]
+        m.d.sync += [u2_keep[b].eq(u1_end > b) for b in range(128)]
+
+        # ---- U3: pseudo-header + UDP header sum, app sum, the delta folded -------------------
+        keep3 = [Signal.like(x, name=f"u3_{x.name[3:]}") for x in
+                 (u2_cut, u2_udp, u2_one, u2_l3, u2_uoh, u2_end, u2_iplen, u2_ulen, u2_keep)]
+        u3 = Signal()
+        u3_h = Signal(20, **R)
+        u3_a = Signal(21, **R)
+        u3_d = Signal(16, **R)
+        m.d.sync += [u3.eq(u2)] + [d.eq(s_) for d, s_ in zip(keep3, (
+            u2_cut, u2_udp, u2_one, u2_l3, u2_uoh, u2_end, u2_iplen, u2_ulen, u2_keep))]
+        # pseudo-header (src, dst, protocol 17, UDP length) + UDP header (ports, length, 0)
+        m.d.sync += [u3_h.eq(u2_h + (u2_h2 + 17 + 2 * u2_ulen)),
+                     u3_a.eq(sum(u2_a[1:], u2_a[0]) if u2_a else 0),
+                     u3_d.eq(_fold(u2_d))]
+        cut3, udp3, one3, l33, uoh3, end3, iplen3, ulen3, keepm3 = keep3
+
+        # ---- U4: the UDP total, first fold -----------------------------------------------------
+        keep4 = [Signal.like(x, name=f"u4_{x.name[3:]}") for x in keep3]
+        u4 = Signal()
+        u4_f = Signal(17, **R)
+        u4_d = Signal(16, **R)
+        tot = Signal(21)
+        m.d.comb += tot.eq(u3_h + u3_a)
+        m.d.sync += [u4.eq(u3), u4_d.eq(u3_d), u4_f.eq(tot[:16] + tot[16:])]
+        m.d.sync += [d.eq(s_) for d, s_ in zip(keep4, keep3)]
+        cut4, udp4, one4, l34, uoh4, end4, iplen4, ulen4, keepm4 = keep4
+
+        # ==== the beats: P1, P2 ================================================================
+        ib = self.i.payload
         in_pkt = Signal()
         idx_in = Signal(2)
         with m.If(self.i.valid):
-            m.d.sync += in_pkt.eq(~self.i.payload.last)
+            m.d.sync += in_pkt.eq(~ib.last)
             with m.If(~in_pkt):
                 m.d.sync += idx_in.eq(1)
             with m.Elif(idx_in != 3):
                 m.d.sync += idx_in.eq(idx_in + 1)
-        first_in = self.i.valid & ~in_pkt
-        idx_now = Mux(in_pkt, idx_in, 0)
-        beats = [Signal(layout, reset_less=True, name=f"beat{k}") for k in range(D)]
-        vals = [Signal(name=f"bval{k}") for k in range(D)]
-        idxs = [Signal(2, name=f"bidx{k}", reset_less=True) for k in range(D)]
-        m.d.sync += [beats[0].eq(self.i.payload), vals[0].eq(self.i.valid),
-                     idxs[0].eq(idx_now)]
-        for k in range(1, D):
-            m.d.sync += [beats[k].eq(beats[k - 1]), vals[k].eq(vals[k - 1]),
-                         idxs[k].eq(idxs[k - 1])]
-        info0 = Signal(trunc_info_layout(), reset_less=True)
-        first0 = Signal()
-        m.d.sync += [info0.eq(self.info), first0.eq(first_in)]
+        idx = Mux(in_pkt, idx_in, 0)
+        is0 = self.i.valid & ~in_pkt
 
-        # ---- S1 (window = beat0 in beats[0], beat1 on the input): select the fields ----------
-        win = Cat(beats[0].data, self.i.payload.data)     # 128 bytes, byte 0 = bits 0..7
-        s1 = Signal()
-        s1_cutok = Signal(reset_less=True)
-        s1_tot, s1_ipc, s1_src_h, s1_src_l, s1_dst_h, s1_dst_l = (
-            Signal(16, reset_less=True, name=f"s1_{n}")
-            for n in ("tot", "ipc", "srch", "srcl", "dsth", "dstl"))
-        s1_sport, s1_dport, s1_ucs = (Signal(16, reset_less=True, name=f"s1_{n}")
-                                      for n in ("sport", "dport", "ucs"))
-        s1_app = Signal(8 * APP, reset_less=True)
-        s1_l3 = Signal(5, reset_less=True)
-        s1_u = Signal(7, reset_less=True)
-        s1_uoh = Signal(len(U_VALUES), reset_less=True)
-        s1_end = Signal(END_BITS, reset_less=True)
-        s1_udp = Signal(reset_less=True)
-        inf = info0
-        l3 = Mux(inf.vlan, 18, 14)
-        m.d.sync += s1.eq(first0 & vals[0])
-        m.d.sync += [s1_cutok.eq(inf.trunc & inf.ipv4 & (inf.ihl >= 5)), s1_udp.eq(inf.udp),
-                     s1_l3.eq(l3)]
-        for sig, off in ((s1_tot, 2), (s1_ipc, 10), (s1_src_h, 12), (s1_src_l, 14),
-                         (s1_dst_h, 16), (s1_dst_l, 18)):
-            m.d.sync += sig.eq(Mux(inf.vlan, _be16(win, 18 + off), _be16(win, 14 + off)))
-        # u one-hot over its possible values, and the fields at u
-        uoh = Cat(*[(Mux(inf.vlan, 18, 14) + 4 * inf.ihl) == uv for uv in U_VALUES])
-        m.d.sync += s1_uoh.eq(uoh)
-        for sig, rel, width in ((s1_sport, 0, 2), (s1_dport, 2, 2), (s1_ucs, 6, 2),
-                                (s1_app, 8, APP)):
-            cases = []
-            for j, uv in enumerate(U_VALUES):
-                p = uv + rel
-                if width == 2:
-                    val = _be16(win, p)
-                else:                                   # app bytes kept in window order
-                    val = win[8 * p:8 * (p + APP)]
-                cases.append(Mux(uoh[j], val, 0))
-            acc = cases[0]
-            for c in cases[1:]:
-                acc = acc | c
-            m.d.sync += sig.eq(acc)
-        u_now = Signal(7)
-        m.d.comb += u_now.eq(l3 + 4 * inf.ihl)
-        m.d.sync += [s1_u.eq(u_now),
-                     s1_end.eq(Mux(inf.udp, u_now + Mux(inf.app, 8 + APP, 8), u_now))]
-
-        # ---- S2: cut decision, new lengths, first adder level ---------------------------------
-        s2 = Signal()
-        s2_cut = Signal(reset_less=True)
-        s2_keepcs = Signal(reset_less=True)      # UDP checksum 0 stays 0
-        s2_udp = Signal(reset_less=True)
-        s2_iplen = Signal(16, reset_less=True)
-        s2_ulen = Signal(16, reset_less=True)
-        s2_end, s2_l3, s2_u = (Signal(END_BITS, reset_less=True), Signal(5, reset_less=True),
-                               Signal(7, reset_less=True))
-        s2_uoh = Signal(len(U_VALUES), reset_less=True)
-        s2_ipc, s2_tot = Signal(16, reset_less=True), Signal(16, reset_less=True)
-        s2_h = [Signal(17, reset_less=True, name=f"s2_h{k}") for k in range(3)]
-        app_words = [Cat(s1_app[8 * (2 * k + 1):8 * (2 * k + 2)], s1_app[16 * k:16 * k + 8])
-                     for k in range(APP // 2)]
-        app_words += [Const(0, 16)] * (2 * _APP_PAIRS - len(app_words))
-        s2_a = [Signal(17, reset_less=True, name=f"s2_a{k}") for k in range(_APP_PAIRS)]
-        m.d.sync += [s2.eq(s1),
-                     s2_cut.eq(s1_cutok & ((s1_end - s1_l3) < s1_tot)),
-                     s2_keepcs.eq(s1_ucs == 0), s2_udp.eq(s1_udp),
-                     s2_iplen.eq(s1_end - s1_l3), s2_ulen.eq(s1_end - s1_u),
-                     s2_end.eq(s1_end), s2_l3.eq(s1_l3), s2_u.eq(s1_u), s2_uoh.eq(s1_uoh),
-                     s2_ipc.eq(s1_ipc), s2_tot.eq(s1_tot),
-                     s2_h[0].eq(s1_src_h + s1_src_l), s2_h[1].eq(s1_dst_h + s1_dst_l),
-                     s2_h[2].eq(s1_sport + s1_dport)]
-        with m.If(s1_udp & (s1_end - s1_u > 8)):   # a program's packet: the app words count
-            m.d.sync += [s2_a[k].eq(app_words[2 * k] + app_words[2 * k + 1])
-                         for k in range(_APP_PAIRS)]
-        with m.Else():
-            m.d.sync += [a.eq(0) for a in s2_a]
-
-        # ---- S3: two adder levels; IPv4 incremental sum --------------------------------------
-        s3 = Signal()
-        keep3 = [Signal.like(x, name=f"s3_{x.name}") for x in
-                 (s2_cut, s2_keepcs, s2_udp, s2_iplen, s2_ulen, s2_end, s2_l3, s2_u, s2_uoh)]
-        s3_a = [Signal(19, reset_less=True, name=f"s3_a{k}") for k in range(_APP_QUADS)]
-        s3_h = Signal(20, reset_less=True)
-        s3_ip = Signal(18, reset_less=True)
-        m.d.sync += [s3.eq(s2)] + [d.eq(s) for d, s in zip(keep3, (
-            s2_cut, s2_keepcs, s2_udp, s2_iplen, s2_ulen, s2_end, s2_l3, s2_u, s2_uoh))]
-        a4 = s2_a + [Const(0, 17)] * (4 * _APP_QUADS - len(s2_a))
-        m.d.sync += [s3_a[k].eq((a4[4 * k] + a4[4 * k + 1]) + (a4[4 * k + 2] + a4[4 * k + 3]))
-                     for k in range(_APP_QUADS)]
-        m.d.sync += [s3_h.eq((s2_h[0] + s2_h[1]) + (s2_h[2] + 17 + 2 * s2_ulen)),
-                     s3_ip.eq((~s2_ipc)[:16] + (~s2_tot)[:16] + s2_iplen)]
-        cut3, keepcs3, udp3, iplen3, ulen3, end3, l33, u3, uoh3 = keep3
-
-        # ---- S4: total sums, first folds ------------------------------------------------------
-        s4 = Signal()
-        keep4 = [Signal.like(x, name=f"s4_{x.name}") for x in keep3]
-        s4_s = Signal(23, reset_less=True)
-        s4_ip = Signal(17, reset_less=True)
-        m.d.sync += [s4.eq(s3)] + [d.eq(s) for d, s in zip(keep4, keep3)]
-        s3_sum = s3_h
-        for a in s3_a:                           # 2 or 3 adders (APP_BYTES <= 42)
-            s3_sum = s3_sum + a
-        m.d.sync += [s4_s.eq(s3_sum),
-                     s4_ip.eq(s3_ip[:16] + s3_ip[16:])]
-        cut4, keepcs4, udp4, iplen4, ulen4, end4, l34, u4, uoh4 = keep4
-
-        # ---- S5: final folds and complements -> patch bytes, masks, keep ----------------------
-        f1 = Signal(17)
+        # ---- P1: the beat; the packet's results taken with its first beat ---------------------
+        p1v = Signal()
+        p1b = Signal(layout, **R)
+        p1_idx = Signal(2, **R)
+        m.d.sync += [p1v.eq(self.i.valid), p1b.eq(ib), p1_idx.eq(idx)]
+        c_cut = Signal()                          # the current packet is cut
+        c_udp, c_one = Signal(**R), Signal(**R)
+        c_l3 = Signal(5, **R)
+        c_uoh = Signal(NU, **R)
+        c_end = Signal(END_BITS, **R)
+        c_iplen, c_ulen, c_ucs = Signal(16, **R), Signal(16, **R), Signal(16, **R)
+        c_keep = Signal(128, **R)
+        c_x = Signal(17, **R)                     # ~ip_csum (deparsed) + length delta
         f2 = Signal(16)
-        m.d.comb += [f1.eq(s4_s[:16] + s4_s[16:]), f2.eq(f1[:16] + f1[16:])]
-        ipf = Signal(16)
-        m.d.comb += ipf.eq(s4_ip[:16] + s4_ip[16:])
-        ucs_new = Signal(16)
-        m.d.comb += ucs_new.eq(Mux(keepcs4, 0, Mux(f2 == 0xFFFF, 0xFFFF, ~f2)))
-        ipc_new = (~ipf)[:16]
-        s5 = Signal()
-        s5_cut = Signal(reset_less=True)
-        s5_patch = Signal(128 * 8, reset_less=True)
-        s5_pmask = Signal(128, reset_less=True)
-        s5_keep0 = Signal(64, reset_less=True)
-        s5_keep1 = Signal(64, reset_less=True)
-        s5_one = Signal(reset_less=True)         # the header-only copy is one beat
-        s5_end = Signal(END_BITS, reset_less=True)
-        m.d.sync += [s5.eq(s4), s5_cut.eq(cut4), s5_end.eq(end4), s5_one.eq(end4 <= 64)]
-        m.d.sync += [s5_keep0[b].eq(end4 > b) for b in range(64)]
-        m.d.sync += [s5_keep1[b].eq(end4 > 64 + b) for b in range(64)]
-        # byte placement: IPv4 total length and checksum at l3 + 2 / l3 + 10 (l3 14 or 18),
-        # UDP length and checksum at u + 4 / u + 6 (u one-hot), all big-endian
-        fields = []                              # (byte position, select, byte value)
-        for l3v in (14, 18):
-            sel = l34 == l3v
-            fields += [(l3v + 2, sel, iplen4[8:16]), (l3v + 3, sel, iplen4[0:8]),
-                       (l3v + 10, sel, ipc_new[8:16]), (l3v + 11, sel, ipc_new[0:8])]
-        for j, uv in enumerate(U_VALUES):
-            sel = uoh4[j] & udp4
-            fields += [(uv + 4, sel, ulen4[8:16]), (uv + 5, sel, ulen4[0:8]),
-                       (uv + 6, sel, ucs_new[8:16]), (uv + 7, sel, ucs_new[0:8])]
-        for p in range(128):
-            here = [(s, v) for pos, s, v in fields if pos == p]
-            if not here:
-                m.d.sync += [s5_pmask[p].eq(0), s5_patch[8 * p:8 * p + 8].eq(0)]
-                continue
-            msk, val = here[0][0], Mux(here[0][0], here[0][1], 0)
-            for s, v in here[1:]:
-                msk, val = msk | s, val | Mux(s, v, 0)
-            m.d.sync += [s5_pmask[p].eq(msk), s5_patch[8 * p:8 * p + 8].eq(val)]
-
-        # the packet's results stay in s5_* until the next packet's first beat reaches S5
-        # (at least two cycles later when this packet has two beats): its beat 0 reaches the
-        # output stage with s5 (cycle t0 + 6), its beat 1 one cycle later.
-        cur_cut = Signal()
-        cur_one = Signal(reset_less=True)
-        cur_keep1 = Signal(64, reset_less=True)
-        cur_patch1 = Signal(64 * 8, reset_less=True)
-        cur_pmask1 = Signal(64, reset_less=True)
-        cur_end = Signal(END_BITS, reset_less=True)
-
-        # ---- output stage: patch beat 0 / beat 1 of a cut copy, drop its later beats -------
-        b = beats[D - 1]
-        bv, bi = vals[D - 1], idxs[D - 1]
-        is0 = bv & (bi == 0)
-        cut_now = Mux(is0, s5 & s5_cut, cur_cut)
+        m.d.comb += f2.eq(_fold(u4_f))
         with m.If(is0):
-            m.d.sync += [cur_cut.eq(s5 & s5_cut), cur_one.eq(s5_one), cur_keep1.eq(s5_keep1),
-                         cur_patch1.eq(s5_patch[512:]), cur_pmask1.eq(s5_pmask[64:]),
-                         cur_end.eq(s5_end)]
-        o = self.o.payload
+            m.d.sync += [c_cut.eq(u4 & cut4), c_udp.eq(udp4), c_one.eq(one4), c_l3.eq(l34),
+                         c_uoh.eq(uoh4), c_end.eq(end4), c_iplen.eq(iplen4), c_ulen.eq(ulen4),
+                         c_keep.eq(keepm4),
+                         c_ucs.eq(Mux(f2 == 0xFFFF, 0xFFFF, ~f2)),
+                         c_x.eq((~Mux(l34 == 18, _be16(ib.data, 28), _be16(ib.data, 24)))[:16]
+                                + u4_d)]
+        # the deparsed UDP checksum is 0 (stays 0): tested in the beat that holds it
+        zero = Signal(**R)
+        uoh_now = Mux(is0, uoh4, c_uoh)
+        ztests = []
+        for j, uv in enumerate(U_VALUES):
+            b_, off = divmod(uv + 6, 64)
+            ztests.append(uoh_now[j] & (idx == b_) & (_be16(ib.data, off) == 0))
+        m.d.sync += zero.eq(Cat(*ztests).any())
+
+        # ---- P2: IPv4 checksum folded, fields placed, keep/last/len, later beats removed -----
+        ipc = Signal(16)
+        m.d.comb += ipc.eq(~_fold(c_x))
+        ucs = Mux(zero, 0, c_ucs)
+        # (byte position in the two-beat window, select, byte) of the four rewritten fields
+        fields = []
+        for l3v in (14, 18):
+            sel = c_l3 == l3v
+            fields += [(l3v + 2, sel, c_iplen[8:16]), (l3v + 3, sel, c_iplen[0:8]),
+                       (l3v + 10, sel, ipc[8:16]), (l3v + 11, sel, ipc[0:8])]
+        for j, uv in enumerate(U_VALUES):
+            sel = c_uoh[j] & c_udp
+            fields += [(uv + 4, sel, c_ulen[8:16]), (uv + 5, sel, c_ulen[0:8]),
+                       (uv + 6, sel, ucs[8:16]), (uv + 7, sel, ucs[0:8])]
         patched = Signal(512)
-        pm = Mux(is0, s5_pmask[:64], cur_pmask1)
-        pv = Mux(is0, s5_patch[:512], cur_patch1)
-        for p in range(64):
-            m.d.comb += patched[8 * p:8 * p + 8].eq(
-                Mux(pm[p], pv[8 * p:8 * p + 8], b.data[8 * p:8 * p + 8]))
+        for k in range(64):
+            byte = p1b.data[8 * k:8 * k + 8]
+            for bi in (0, 1):
+                for pos, sel, val in fields:
+                    if pos == 64 * bi + k:
+                        byte = Mux(sel & (p1_idx == bi), val, byte)
+            m.d.comb += patched[8 * k:8 * k + 8].eq(byte)
         ov = Signal()
-        od = Signal(layout, reset_less=True)
-        with m.If(cut_now & bv):
-            m.d.sync += [ov.eq(Mux(is0, 1, (bi == 1) & ~cur_one)),
-                         od.data.eq(patched), od.user.eq(b.user),
-                         od.len.eq(Mux(is0, s5_end, cur_end)),
-                         od.keep.eq(Mux(is0, Mux(s5_one, s5_keep0, Const(-1, 64)), cur_keep1)),
-                         od.last.eq(Mux(is0, s5_one, 1))]
+        od = Signal(layout, **R)
+        with m.If(c_cut & p1v):
+            m.d.sync += [ov.eq((p1_idx == 0) | ((p1_idx == 1) & ~c_one)),
+                         od.data.eq(patched), od.user.eq(p1b.user), od.len.eq(c_end),
+                         od.keep.eq(Mux(p1_idx == 0, c_keep[:64], c_keep[64:])),
+                         od.last.eq((p1_idx == 1) | c_one)]
         with m.Else():
-            m.d.sync += [ov.eq(bv), od.eq(b)]
-        m.d.comb += [self.o.valid.eq(ov), o.eq(od)]
+            m.d.sync += [ov.eq(p1v), od.eq(p1b)]
+        m.d.comb += [self.o.valid.eq(ov), self.o.payload.eq(od)]
         return m
