@@ -34,7 +34,6 @@ the paper's count) are counted by the hosts' counters (the servers' ``xi_data_tx
 """
 from __future__ import annotations
 
-import itertools
 import socket
 import time
 from dataclasses import dataclass, field
@@ -86,7 +85,8 @@ class XorIncClient:
 
     ``nodes``: ``[(ip, port)]`` of chunk ``0..n-1``'s node (one list for every stripe here);
     ``k``, ``r``: the code; ``code``: its id in the switch's tables; ``opids``: the op ids
-    the controller gave this client (cycled); ``bind``: the client's address (its IPv4
+    the controller gave this client (used in turn; one whose operation failed is retired:
+    :attr:`retired`); ``bind``: the client's address (its IPv4
     address goes in ``req_addr``: it must be the one the nodes and the switch reach)."""
 
     def __init__(self, nodes, k, r, code=0, opids=range(64), bind=("127.0.0.1", 0),
@@ -97,7 +97,9 @@ class XorIncClient:
         self.k, self.r, self.n, self.code = k, r, k + r, code
         self.g = gf.generator(k, r)
         self.timeout = timeout
-        self._opids = itertools.cycle(list(opids))
+        self.opids = list(opids)            # usable op ids, in turn
+        self.retired = []                   # op ids of failed in-network operations
+        self._next_op = 0
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
@@ -118,6 +120,21 @@ class XorIncClient:
         self.close()
 
     # ---- plumbing --------------------------------------------------------------------------
+    def _opid(self):
+        if not self.opids:
+            raise XorIncError(f"no op id left (retired after failures: {self.retired})")
+        self._next_op %= len(self.opids)
+        opid = self.opids[self._next_op]
+        self._next_op += 1
+        return opid
+
+    def _retire(self, opid):
+        """An in-network operation failed: its engine slots may hold partial sums (until the
+        switch's timeout frees them, if one is configured), so its op id is not used again."""
+        if opid in self.opids:
+            self.opids.remove(opid)
+            self.retired.append(opid)
+
     def _head(self, typ, stripe, chunk, **kw):
         self._seq = (self._seq + 1) & 0xFFFFFFFF
         f = dict(type=typ, flags=0, opid=0, stripe=stripe, chunk=chunk, src=0, need=0,
@@ -276,7 +293,7 @@ class XorIncClient:
         res = OpResult("repair_net")
         t0 = time.perf_counter()
         helpers = self.survivors(lost)
-        opid = next(self._opids)
+        opid = self._opid()
         add, result, complete = self._parts("repair")
         parts = [0]
         for s in helpers:
@@ -296,7 +313,11 @@ class XorIncClient:
                 return True
             return False
 
-        self._collect(res, want, complete, f"NetRepair {stripe}/{lost}")
+        try:
+            self._collect(res, want, complete, f"NetRepair {stripe}/{lost}")
+        except XorIncError:
+            self._retire(opid)
+            raise
         res.data, res.seconds = result(), time.perf_counter() - t0
         res.extra = {"helpers": helpers, "raw_parts": parts[0]}
         return res
@@ -362,6 +383,8 @@ class XorIncClient:
             if h.type == T_ACK and h.stripe == stripe and (opid is None or h.opid == opid):
                 acks.add((h.src, h.off))
                 return True
+            if h.flags & F_ERROR and h.stripe == stripe and (opid is None or h.opid == opid):
+                return True                 # a node without the chunk: _collect raises
             if h.type == T_TIMEOUT and h.stripe == stripe and h.opid == opid:
                 raise XorIncError(f"{what}: the switch timed it out")
             return False
@@ -377,11 +400,15 @@ class XorIncClient:
         res = OpResult("update_net")
         t0 = time.perf_counter()
         self._check_data(chunk)
-        opid = next(self._opids)
+        opid = self._opid()
         self._send_chunk(res, self._head(T_UPD_NEW, stripe, chunk, opid=opid, need=2,
                                          src=chunk), bytes(new), self.nodes[chunk])
-        self._await_acks(res, stripe, self._updated(chunk), packets(len(new)),
-                         f"NetUpdate {stripe}/{chunk}", opid)
+        try:
+            self._await_acks(res, stripe, self._updated(chunk), packets(len(new)),
+                             f"NetUpdate {stripe}/{chunk}", opid)
+        except XorIncError:
+            self._retire(opid)
+            raise
         res.seconds = time.perf_counter() - t0
         return res
 

@@ -261,11 +261,17 @@ def test_bad_datagrams_and_missing_chunks(rack):
     time.sleep(0.2)
     st = rack[0].stats()
     assert (st["xi_received"], st["xi_dropped"], st["xi_replies"]) == (3, 3, 0)
-    with XorIncClient(nodes, 5, 3, timeout=0.5) as c:
+    with XorIncClient(nodes, 5, 3, timeout=0.5, opids=range(4, 6)) as c:
         with pytest.raises(XorIncError, match="F_ERROR"):
             c.read(1234, 2)
         with pytest.raises(XorIncError, match="timed out"):
             c.repair_net(1234, 0)           # no switch engine on the path: no REPAIRED
+        # its op id may have partial sums in the engine: retired, the next one is used
+        assert (c.retired, c.opids) == ([4], [5])
+        with pytest.raises(XorIncError, match="F_ERROR"):
+            c.update_net(1234, 1, b"x" * 100)     # the data node has no such chunk
+        with pytest.raises(XorIncError, match="no op id left"):
+            c.repair_net(1234, 0)
     s.close()
 
 
