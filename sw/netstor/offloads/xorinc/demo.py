@@ -14,22 +14,26 @@ window's schema is the default bitstream's.)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from netstor.compiler import config_ops
+from netstor.config import load_config
+from netstor.programs import default_pipeline
+from netstor.testbed.stats import format_stats
+from netstor.testbed.switch import _Stop, run_model_switch
+
+from .config import model_writes
 
 __all__ = ["xorinc_pipeline", "switch_ops", "main"]
 
 
 def xorinc_pipeline(n_ports=2):
-    from netstor.programs import default_pipeline
     return default_pipeline(n_ports, extra=("xorinc",))
 
 
 def switch_ops(config, pipeline):
     """``(writes, regs)`` for a model of ``pipeline``: the configuration without its
     ``xorinc:`` section through the generic loader, then the section's writes."""
-    from netstor.compiler import config_ops
-    from .config import model_writes
     cfg = dict(config)
     section = cfg.pop("xorinc", None)
     writes, regs = config_ops(cfg)
@@ -37,11 +41,6 @@ def switch_ops(config, pipeline):
     if section is not None:
         writes += model_writes(pipeline, section)[1]
     return writes, list(regs)
-
-
-def _load(path):
-    from netstor.config import load_config
-    return load_config(path)
 
 
 def main(argv=None):
@@ -54,11 +53,9 @@ def main(argv=None):
     sw.add_argument("--config", required=True, help="table configuration (YAML/TOML/JSON)")
     sw.add_argument("--stats-json", default=None)
     args = ap.parse_args(argv)
-    from netstor.testbed.stats import format_stats
-    from netstor.testbed.switch import _Stop, run_model_switch
     pipeline = xorinc_pipeline(2)
     try:
-        writes, regs = switch_ops(_load(args.config), pipeline)
+        writes, regs = switch_ops(load_config(args.config), pipeline)
     except ValueError as e:
         print(f"xorinc switch: error: {e}", file=sys.stderr)
         return 1

@@ -34,7 +34,11 @@ the paper's count) are counted by the hosts' counters (the servers' ``xi_data_tx
 """
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -42,7 +46,7 @@ import numpy as np
 
 from netstor.model import gf
 
-from .codec import (Route, T_CHAIN, T_STATS, T_WRITE, T_XDELTA, T_XUPDATE, NO_PARENT, ip_int,
+from .codec import (NO_PARENT, Route, T_CHAIN, T_STATS, T_WRITE, T_XDELTA, T_XUPDATE, ip_int,
                     packets)
 from .header import (BEAT, F_ERROR, F_LAST, T_ACK, T_DELTA, T_PART, T_READ, T_READ_REPLY,
                      T_REPAIR, T_REPAIRED, T_TIMEOUT, T_UPD_NEW, T_UPD_OLD, XiHeader,
@@ -223,7 +227,6 @@ class XorIncClient:
 
         def want(h, data, raw):
             if h.type == T_STATS:
-                import json
                 got[h.chunk] = json.loads(data)
                 return True
             return False
@@ -482,8 +485,6 @@ UPDATES = {"net": "update_net", "conventional": "update_conventional",
 def _switch_ports(path, after_ns, timeout=5.0):
     """The test-bed switch's port counters from its stats JSON once it was rewritten after
     ``after_ns`` (``time.time_ns()``): ``(rx_frames, tx_frames)`` summed over the wire ports."""
-    import json
-    import os
     end = time.monotonic() + timeout
     while True:
         try:
@@ -590,8 +591,6 @@ def _range(text):
 
 
 def main(argv=None):
-    import argparse
-    import json
     ap = argparse.ArgumentParser(prog="python -m netstor.offloads.xorinc.schemes",
                                  description="XORInc client: one scenario (run_scenario)")
     ap.add_argument("--nodes", required=True, help="IP:PORT of chunk 0..n-1's node, comma-"
@@ -628,5 +627,4 @@ SCHEMES = {}
 
 
 if __name__ == "__main__":
-    import sys
     sys.exit(main())

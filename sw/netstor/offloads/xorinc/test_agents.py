@@ -196,7 +196,8 @@ def test_helpers_send_parts_for_netrepair(rack):
             (H.T_PART, 17, 9, lost, k, 4, 1024)
         assert d == ref[h.src][h.off * 64:h.off * 64 + 1024].tobytes()
         seen.add((h.src, h.off))
-        acc[h.off * 64:h.off * 64 + 1024] ^= gf.mul_vec(int(coeff[h.src]), np.frombuffer(d, np.uint8))
+        acc[h.off * 64:h.off * 64 + 1024] ^= gf.mul_vec(int(coeff[h.src]),
+                                                       np.frombuffer(d, np.uint8))
     assert seen == {(hh, o) for hh in helpers for o in (0, 16, 32, 48)}
     assert np.array_equal(acc, ref[lost])
     # a helper without the chunk answers F_ERROR to the requester, counted
