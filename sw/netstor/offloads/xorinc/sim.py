@@ -46,7 +46,10 @@ new parity):
 The baselines speak the same frame layout on UDP :data:`BASELINE_PORT` (plain routed UDP: the
 switch only routes them), so a data packet is the same 1,152-byte frame in every scheme.
 Hosts add no processing time (the simulator's rule): what differs between schemes is which
-links carry how many bytes, and how many hops a slice waits for.
+links carry how many bytes, and how many hops a slice waits for. In every update scheme each
+node ACKs the client once per chunk (when the chunk's whole delta or new data is applied); an
+update completes with ``r + 1`` ACKs. T-Update's tree is the heap order over ``[data node,
+parity nodes]`` (node ``t``'s children ``fanout*t + 1 ..``).
 """
 from __future__ import annotations
 
