@@ -13,7 +13,7 @@ from then on (its group's word is frozen) and that word lists only good ports. A
   to that group (reads share the packets' read port).
 """
 
-from amaranth.hdl import Assert, Assume, Cover, Module, Mux, Signal
+from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
@@ -25,16 +25,27 @@ __all__ = ["ReplicationProps"]
 
 
 class ReplicationProps(wiring.Component):
-    def __init__(self, n_outputs=3, n_groups=2, fifo_depth=2, tag_width=3, copies=4):
+    """``direct=True``: the data path's engine (direct descriptors, the recirculation copy,
+    the express way). Descriptors then also carry free ``d_direct``/``d_copy``/``d_port``/
+    ``d_rc``; the watched one's expected list is ``[recirculation copy if rc] + (its direct
+    copy, or its group's copies)``; and a second watched tag ``t2``, entering after the first,
+    has no copy out before the first's last (no overtaking, the express way included)."""
+
+    def __init__(self, n_outputs=3, n_groups=2, fifo_depth=2, tag_width=3, copies=4,
+                 direct=False):
         self.dut = ReplicationEngine(n_outputs, n_groups, group_width=2, tag_width=tag_width,
-                                     fifo_depth=fifo_depth, copies=copies)
+                                     fifo_depth=fifo_depth, copies=copies, direct=direct)
         W = self.dut.word_bits
-        self.nout, self.G, self.tw = n_outputs, n_groups, tag_width
-        super().__init__({
+        self.nout, self.G, self.tw, self.is_direct = n_outputs, n_groups, tag_width, direct
+        ports = {
             "valid": In(1), "group": In(2), "tag": In(tag_width), "ready": In(1),
             "watch": In(1), "t": In(tag_width), "h_start": In(1), "h_we": In(1), "h_addr": In(1),
             "h_wdata": In(W),
-        })
+        }
+        if direct:
+            ports.update({"d_direct": In(1), "d_copy": In(1), "d_port": In(4), "d_rc": In(1),
+                          "t2": In(tag_width)})
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -44,6 +55,12 @@ class ReplicationProps(wiring.Component):
         started = _started(m)
         m.d.comb += [dut.i.valid.eq(self.valid), dut.i.payload.group.eq(self.group),
                      dut.i.payload.tag.eq(self.tag), dut.o.ready.eq(self.ready)]
+        if self.is_direct:
+            ip = dut.i.payload
+            m.d.comb += [ip.direct.eq(self.d_direct), ip.dcopy.eq(self.d_copy),
+                         ip.dport.eq(self.d_port), ip.rc.eq(self.d_rc)]
+            # the traffic manager sends a direct copy only to a good port
+            m.d.comb += Assume(~(self.valid & self.d_direct & self.d_copy) | (self.d_port < nout))
 
         # ---- host driver and the table as written ---------------------------------------------
         req, we = Signal(), Signal()
@@ -76,25 +93,36 @@ class ReplicationProps(wiring.Component):
         m.d.sync += t_prev.eq(T)
         m.d.comb += Assume(~started | (T == t_prev))
         watching = Signal()
-        wword = Signal(dut.word_bits)
         fifo = mod.submodules.dfifo
         start = self.watch & ~watching
         cur_word = Mux(self.group == 0, tbl[0], tbl[1])
-        with m.If(start):
-            m.d.sync += [watching.eq(1), wword.eq(cur_word)]
         m.d.comb += [
             Assume(~start | (self.valid & fifo.w_rdy & (self.group < G) & ~req
                              & ~self.h_start & (self.tag == T))),
             Assume(~watching | ~self.h_start),
             Assume(~(self.valid & ~start) | (self.tag != T)),
         ]
-        for k in range(dut.copies):          # the watched group lists good ports only
-            port = cur_word[5 + GROUP_COPY_BITS * k:9 + GROUP_COPY_BITS * k]
-            m.d.comb += Assume(~start | (port < nout))
+        CB, NC = GROUP_COPY_BITS, dut.copies
+        g_copy = [cur_word[5 + CB * k:5 + CB * (k + 1)] for k in range(NC)]
+        for k in range(NC):                  # the watched group lists good ports only
+            m.d.comb += Assume(~start | (g_copy[k][:4] < nout))
+        g_n = cur_word[:5]
+        g_cnt = Mux(g_n > NC, NC, g_n)
+        # the watched list, as it should come out: copies (port | rid << 4) and their count
+        if self.is_direct:
+            dcp = Cat(self.d_port, Const(0, 16))
+            base = [Mux(self.d_direct, dcp, g_copy[0])] + g_copy[1:] + [Const(0, CB)]
+            lst = [Mux(self.d_rc, Const(nout, CB) if k == 0 else base[k - 1], base[k])
+                   for k in range(NC + 1)]
+            cnt = self.d_rc + Mux(self.d_direct, self.d_copy, g_cnt)
+        else:
+            lst, cnt = g_copy, g_cnt
+        w_list = [Signal(CB, name=f"w_list{k}") for k in range(len(lst))]
+        count = Signal(5)
+        with m.If(start):
+            m.d.sync += [watching.eq(1), count.eq(cnt)] + [w.eq(l_) for w, l_ in zip(w_list, lst)]
         wtag = T
 
-        n = wword[:5]
-        count = Mux(n > dut.copies, dut.copies, n)
         seen = Signal(5)
         o = dut.o.payload
         out = dut.o.valid & self.ready
@@ -102,10 +130,9 @@ class ReplicationProps(wiring.Component):
         exp_port = Signal(4)
         exp_rid = Signal(16)
         with m.Switch(seen):
-            for k in range(dut.copies):
+            for k in range(len(lst)):
                 with m.Case(k):
-                    c = wword[5 + GROUP_COPY_BITS * k:5 + GROUP_COPY_BITS * (k + 1)]
-                    m.d.comb += [exp_port.eq(c[:4]), exp_rid.eq(c[4:])]
+                    m.d.comb += [exp_port.eq(w_list[k][:4]), exp_rid.eq(w_list[k][4:])]
         with m.If(mine):
             m.d.sync += seen.eq(seen + 1)
         m.d.comb += [
@@ -113,8 +140,23 @@ class ReplicationProps(wiring.Component):
             Assert(~mine | ((o.port == exp_port) & (o.rid == exp_rid))),
             Assert(~mine | (o.first == (seen == 0))),
             Assert(~mine | (o.last == (seen == count - 1))),
-            Assert(~dut.o.valid | (o.port < nout)),
+            Assert(~dut.o.valid | (o.port < (nout + 1 if self.is_direct else nout))),
         ]
+        if self.is_direct:
+            # a later descriptor (tag t2, unique, entering after the watched one) never
+            # overtakes it
+            T2 = self.t2
+            t2_prev = Signal(self.tw)
+            m.d.sync += t2_prev.eq(T2)
+            m.d.comb += Assume(~started | (T2 == t2_prev))
+            m.d.comb += Assume(T2 != T)
+            entered2 = Signal()
+            with m.If(self.valid & (self.tag == T2) & watching & ~start):
+                m.d.sync += entered2.eq(1)
+            m.d.comb += Assume(~(self.valid & (self.tag == T2)) | (watching & ~start & ~entered2))
+            m.d.comb += Assert(~(out & (o.tag == T2)) | (seen == count))
+            m.d.comb += Cover(watching & entered2 & (seen == count) & (count == 2)
+                              & out & (o.tag == T2))
         # ---- stream rule ------------------------------------------------------------------------
         was_stall = Signal()
         last_payload = Signal.like(dut.o.payload)

@@ -4,6 +4,7 @@
 | --- | --- | --- |
 | rep_bmc | BMC, 11 | ReplicationEngine (4 copies per group in this model): a watched packet's copies in list order with port/rid/first/last, under any back-pressure, other traffic and host reads/writes before it; stream rule; host port timing and read data (3 outputs, 2 groups, FIFO 2, tag 3 bits) |
 | rep_cover | cover, 16 | a 3-copy packet completes; a stall mid-list; a host read of a written group |
+| rep_direct_bmc | BMC, 11 | the data path's engine (``direct``): direct descriptors, the recirculation copy and the express way; the watched list as above, plus no overtaking: a later watched descriptor has no copy out before the first's last |
 """
 
 import sys
@@ -19,6 +20,7 @@ from props_replication import ReplicationProps              # noqa: E402
 JOBS = {
     "rep_bmc": (lambda: ReplicationProps(), "bmc", 11),
     "rep_cover": (lambda: ReplicationProps(), "cover", 16),
+    "rep_direct_bmc": (lambda: ReplicationProps(direct=True), "bmc", 11),
 }
 
 
