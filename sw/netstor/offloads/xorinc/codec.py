@@ -2,7 +2,9 @@
 
 The server's XORInc socket (``--xorinc-port``, default 7450) speaks XORInc itself
 (:attr:`ServerCodec.serves`): every datagram is an XORInc packet (:mod:`.header`), served in
-the socket's receiver thread, in arrival order.
+the socket's receiver thread, in arrival order (not by the storage workers: the service-time
+model does not apply; every chunk write is its own LMDB transaction, fsynced unless
+``--no-sync``).
 
 Chunk store
     One LMDB record per chunk: key ``b"xc" + stripe (32 bits) + chunk index (8 bits)`` (7
