@@ -67,14 +67,11 @@ def _sock(timeout=2.0, addr=(LOOP, 0)):
     return s
 
 
-# the requester of the engine tests: contributions to the engine (PART, UPD_OLD) go to its
-# address at UDP port 7450 (where the switch's parser knows XORInc); 127.0.0.2 so that a
-# server on 127.0.0.1:7450 elsewhere on this machine does not matter
-REQ = "127.0.0.2"
-
-
-def _engine_sock():
-    return _sock(addr=(REQ, H.XORINC_UDP_PORT))
+# the requesters of the engine tests: contributions to the engine (PART, UPD_OLD) go to the
+# requester's address at UDP port 7450 (where the switch's parser knows XORInc); one loopback
+# address per test (tests run in parallel), none 127.0.0.1 (a server's default XORInc socket)
+def _engine_sock(req):
+    return _sock(addr=(req, H.XORINC_UDP_PORT))
 
 
 def _recv_all(s, n):
@@ -181,12 +178,13 @@ def test_helpers_send_parts_for_netrepair(rack):
     nodes = _nodes(rack)
     with XorIncClient(nodes, k, r) as c:
         c.write_stripe(9, data)
-    s = _engine_sock()
+    req = "127.0.0.2"
+    s = _engine_sock(req)
     lost, helpers = 2, [0, 1, 3, 4, 5]
     for h in helpers:
         s.sendto(H.frame_payload(H.XiHeader(type=H.T_REPAIR, opid=17, stripe=9, chunk=lost,
                                             src=h, need=k, code=4, seq=5,
-                                            req_addr=ip_int(REQ), req_port=40000)), nodes[h])
+                                            req_addr=ip_int(req), req_port=40000)), nodes[h])
     got = _recv_all(s, k * 4)
     acc = np.zeros(length, np.uint8)
     coeff = dict(zip(helpers, gf.decode_coefficients(gf.generator(k, r), helpers, lost)))
@@ -223,8 +221,9 @@ def test_nodes_side_of_netupdate(rack):
     nodes = _nodes(rack)
     with XorIncClient(nodes, k, r) as c:
         c.write_stripe(4, data)
-    s = _engine_sock()
-    me = dict(req_addr=ip_int(REQ), req_port=H.XORINC_UDP_PORT)
+    req = "127.0.0.3"
+    s = _engine_sock(req)
+    me = dict(req_addr=ip_int(req), req_port=H.XORINC_UDP_PORT)
     new = rng.integers(0, 256, length, dtype=np.uint8)
     for off, a, b in packets(length):
         s.sendto(H.XiHeader(type=H.T_UPD_NEW, opid=3, stripe=4, chunk=j, src=j, need=2,
