@@ -482,7 +482,7 @@ UPDATES = {"net": "update_net", "conventional": "update_conventional",
            "tupdate": "update_tupdate", "client": "update_client"}
 
 
-def _switch_ports(path, after_ns, timeout=5.0):
+def _switch_ports(path, after_ns, timeout=10.0):
     """The test-bed switch's port counters from its stats JSON once it was rewritten after
     ``after_ns`` (``time.time_ns()``): ``(rx_frames, tx_frames)`` summed over the wire ports."""
     end = time.monotonic() + timeout

@@ -74,7 +74,7 @@ def run_rack(k, r, *, config=None, repairs, updates, length=4096, seed=3, lost=N
                     "--k", str(k), "--r", str(r), "--code", str(code), "--bind", host.ip,
                     "--length", str(length),
                     "--seed", str(seed), "--repairs", ",".join(repairs), "--updates",
-                    ",".join(updates), "--switch-stats", str(stats), "--out", str(out)] + \
+                    ",".join(updates), "--switch-stats", str(stats), "--timeout", "5", "--out", str(out)] + \
                 (["--lost", ",".join(map(str, lost))] if lost else [])
 
         res = rack.run_on_clients(argv, tmp, timeout=60, what="xorinc client")["c0"]
