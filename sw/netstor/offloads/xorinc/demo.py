@@ -10,21 +10,42 @@ its ``xorinc:`` section as the controller computes it (:func:`.config.model_writ
 coefficients, copy lists, the engine's timeout). It prints the switch's ready line and, on
 SIGTERM, its final counters, like the generic switch. (No ``--control``: the control
 window's schema is the default bitstream's.)
+
+On a rack (:class:`netstor.testbed.rack.Rack`): :func:`rack_section` (the ``xorinc:``
+section: chunk j on server j), :func:`start_switch` (that switch in the rack's switch
+namespace), :func:`accept_local`, :func:`run_client` (the client's scenario,
+:func:`.schemes.run_scenario`, on one client host) and :func:`demo_step` (``make demo``'s
+XORInc step on the demo's running servers).
+
+Servers need ``accept_local``: NetUpdate's delta copy to the data node keeps the IPv4 source
+of the packet that completed the delta, which is the data node's own UPD_OLD; Linux drops a
+frame from its own address as a martian unless ``net.ipv4.conf.*.accept_local`` is set. (The
+program could rewrite the copies' source, e.g. to ``req_addr``; that is the program's call.)
 """
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+from pathlib import Path
+
+import numpy as np
 
 from netstor.compiler import config_ops
 from netstor.config import load_config
 from netstor.programs import default_pipeline
+from netstor.model import gf
+from netstor.testbed.netns import ns_exec
+from netstor.testbed.rack import port_mac
 from netstor.testbed.stats import format_stats
 from netstor.testbed.switch import _Stop, run_model_switch
 
 from .config import model_writes
+from .header import XORINC_UDP_PORT
 
-__all__ = ["xorinc_pipeline", "switch_ops", "main"]
+__all__ = ["xorinc_pipeline", "switch_ops", "rack_section", "start_switch", "accept_local",
+           "run_client", "check_scenario", "demo_step", "main"]
 
 
 def xorinc_pipeline(n_ports=2):
@@ -41,6 +62,136 @@ def switch_ops(config, pipeline):
     if section is not None:
         writes += model_writes(pipeline, section)[1]
     return writes, list(regs)
+
+
+def rack_section(rack, k, r, code=1, client=None, opids=(0, 63)):
+    """The rack's ``xorinc:`` section: chunk ``j`` of code ``code`` on server ``j`` (wire
+    port 1), op ids ``opids`` for ``client`` (default the first client host)."""
+    servers = rack.servers[:k + r]
+    if len(servers) < k + r:
+        raise ValueError(f"RS({k}, {r}) needs {k + r} servers, the rack has "
+                         f"{len(rack.servers)}")
+    client = client or rack.clients[0]
+    return {"smac": port_mac(1),
+            "nodes": {h.name: {"ip": h.ip, "mac": h.mac, "port": h.segment} for h in servers},
+            "codes": {str(code): {"k": k, "r": r, "nodes": [h.name for h in servers]}},
+            "clients": {client.name: list(opids)}}
+
+
+def start_switch(rack, config, workdir, *, stats_json, name="switch-xi", xorinc=True,
+                 ready_timeout=60.0):
+    """Start the rack's model switch with ``config`` (a dict, written to ``workdir``):
+    XORInc's (:func:`main` ``switch``) or, ``xorinc=False``, the generic one (default
+    pipeline). Returns the process (also ``rack.switch``)."""
+    path = Path(workdir) / f"{rack.prefix}{name}-config.json"
+    path.write_text(json.dumps(config, indent=1))
+    if xorinc:
+        argv = [sys.executable, "-m", __name__, "switch", "--config", str(path),
+                "--stats-json", str(stats_json)]
+    else:
+        argv = [sys.executable, "-m", "netstor.testbed.switch", "--port0", "p0", "--port1",
+                "p1", "--dataplane", "model", "--config", str(path), "--stats-json",
+                str(stats_json)]
+    rack.switch = rack.spawn("switch", argv, name=name, log=Path(workdir) / f"{name}.log")
+    rack.switch.wait_line(r"^netstor-switch ready", timeout=ready_timeout)
+    return rack.switch
+
+
+def accept_local(rack):
+    """Let the rack's servers accept frames with their own IPv4 source (module docstring)."""
+    for h in rack.servers:
+        for dev in ("all", h.ifname):
+            subprocess.run(ns_exec(h.ns, ["sysctl", "-q", "-w",
+                                          f"net.ipv4.conf.{dev}.accept_local=1"]),
+                           check=True, capture_output=True)
+
+
+def run_client(rack, workdir, k, r, *, code=1, repairs, updates, length=4096, seed=1,
+               lost=None, stats_json=None, timeout=5.0, client=None, opids="0-63",
+               name="xi-client"):
+    """The client's scenario (:func:`.schemes.run_scenario`) on ``client`` (default the
+    first client host) against the first ``k + r`` servers' XORInc sockets; its JSON."""
+    client = client or rack.clients[0]
+    out = Path(workdir) / f"{name}.json"
+    nodes = ",".join(f"{h.ip}:{XORINC_UDP_PORT}" for h in rack.servers[:k + r])
+    argv = [sys.executable, "-m", "netstor.offloads.xorinc.schemes", "--nodes", nodes,
+            "--k", k, "--r", r, "--code", code, "--opids", opids, "--bind", client.ip,
+            "--length", length, "--seed", seed, "--repairs", ",".join(repairs),
+            "--updates", ",".join(updates), "--timeout", timeout, "--out", out]
+    if stats_json:
+        argv += ["--switch-stats", stats_json]
+    if lost:
+        argv += ["--lost", ",".join(map(str, lost))]
+    p = rack.spawn(client, [str(a) for a in argv], name=name)
+    rc = p.wait(timeout=120)
+    if p in rack.procs:
+        rack.procs.remove(p)
+    if rc != 0:
+        raise RuntimeError(f"xorinc client failed ({rc}):\n{p.output()}")
+    return json.loads(out.read_text())
+
+
+def _chunks(hexes):
+    return np.array([np.frombuffer(bytes.fromhex(h), np.uint8) for h in hexes])
+
+
+def check_scenario(res, r, encode=gf.encode):
+    """Byte mismatches of a scenario's results against ``encode(data, r)`` (default the
+    golden model's; the tests pass galois'): ``{op index: what}`` (empty: all exact)."""
+    bad = {}
+    stripe0 = encode(_chunks(res["stripes"]["0"]), r)
+    for i, op in enumerate(res["ops"]):
+        if "error" in op:
+            bad[i] = op["error"]
+        elif op["op"] == "read" and bytes.fromhex(op["data"]) != stripe0[op["chunk"]].tobytes():
+            bad[i] = f"read {op['chunk']}"
+        elif op["op"].startswith("repair") and \
+                bytes.fromhex(op["data"]) != stripe0[op["lost"]].tobytes():
+            bad[i] = f"{op['op']} {op['lost']}"
+        elif op["op"].startswith("update"):
+            data = _chunks(res["stripes"][str(op["stripe"])])
+            data[op["chunk"]] = _chunks([op["new"]])[0]
+            final = _chunks(res["final"][str(op["stripe"])])
+            if not (final == encode(data, r)).all():
+                bad[i] = f"{op['op']} stripe {op['stripe']}"
+    return bad
+
+
+def demo_step(rack, workdir, *, rate, duration):
+    """``make demo``'s XORInc step on the demo's servers (each has an XORInc socket): the
+    switch restarted with XORInc's program, RS(n - 1, 1) over the n servers (n >= 2; the
+    only code one spare server allows), NetRepair of every chunk beside conventional repair,
+    NetUpdate beside conventional update, chunk transfers per operation from the switch's
+    port counters and the hosts' counters, every result checked byte for byte."""
+    n = len(rack.servers)
+    k, r = n - 1, 1
+    workdir = Path(workdir)
+    stats = workdir / "xorinc-switch.json"
+    cfg = rack.config()
+    cfg["xorinc"] = rack_section(rack, k, r)
+    accept_local(rack)
+    start_switch(rack, cfg, workdir, stats_json=stats)
+    try:
+        res = run_client(rack, workdir, k, r, repairs=["net", "conventional"],
+                         updates=["net", "conventional"], length=4096, seed=7,
+                         stats_json=stats)
+    finally:
+        rack.stop_switch()
+    sw = json.loads(stats.read_text())
+    phases = {p["phase"]: p for p in res["phases"]}
+    bad = check_scenario(res, r)
+    summary = {"code": f"RS({k}, {r})", "ops": len(res["ops"]), "byte_mismatches": len(bad),
+               "errors": sum(p["errors"] for p in res["phases"]),
+               "transfers_hosts": {p: v["host_transfers"] for p, v in phases.items()},
+               "transfers_switch": {p: v.get("data_transfers") for p, v in phases.items()},
+               "engine": {c: v for c, v in sw["dataplane"].items() if c.startswith("xi.")}}
+    t = summary["transfers_hosts"]
+    line = (f"xorinc {summary['code']}: chunk transfers per op NetRepair "
+            f"{t.get('repair_net')} (conventional {t.get('repair_conventional')}), NetUpdate "
+            f"{t.get('update_net')} (conventional {t.get('update_conventional')}); "
+            f"{summary['ops']} ops, {summary['byte_mismatches']} byte mismatches, "
+            f"{summary['errors']} errors")
+    return {"summary": summary, "client": res, "switch": sw}, line
 
 
 def main(argv=None):

@@ -1,11 +1,12 @@
 """XORInc end to end in the real-socket test bed (root): ``netstor-server``\\ s with their chunk
 stores in server namespaces, the client (``python -m netstor.offloads.xorinc.schemes``) in a
-client namespace, the golden-model switch between them. Repaired chunks and updated stripes
-are compared byte for byte with ``galois`` (an independent field and linear algebra), and the
-chunk transfers of each scheme are counted from the switch's own port counters."""
+client namespace, the golden-model switch between them (XORInc's program:
+``python -m netstor.offloads.xorinc.demo switch``). Repaired chunks and updated stripes are
+compared byte for byte with ``galois`` (an independent field and linear algebra), and the
+chunk transfers of each scheme are counted by the hosts and by the switch's own port
+counters."""
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -13,13 +14,13 @@ import galois
 import numpy as np
 import pytest
 
+from netstor.offloads.xorinc import demo
 from netstor.testbed.rack import Rack
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="the test bed needs root (network namespaces)")
 
 GF = galois.GF(2**8, irreducible_poly=0x11D)
-XI_PORT = 7450
 
 
 def ref_encode(data, r):
@@ -29,55 +30,22 @@ def ref_encode(data, r):
     return np.asarray(np.vstack([GF.Identity(k), c]) @ GF(data), dtype=np.uint8)
 
 
-def _chunks(hexes):
-    return np.array([np.frombuffer(bytes.fromhex(h), np.uint8) for h in hexes])
-
-
-def accept_local(rack):
-    """Let the servers accept frames whose IPv4 source is their own address: NetUpdate's
-    delta copy to the data node carries the source of the packet that completed the delta,
-    the data node's own UPD_OLD, so Linux drops it as a martian unless ``accept_local``
-    (the program rewrites the copies' destination, not their source)."""
-    import subprocess
-    from netstor.testbed.netns import ns_exec
-    for h in rack.servers:
-        for dev in ("all", h.ifname):
-            subprocess.run(ns_exec(h.ns, ["sysctl", "-q", "-w",
-                                          f"net.ipv4.conf.{dev}.accept_local=1"]), check=True)
-
-
-def run_rack(k, r, *, config=None, repairs, updates, length=4096, seed=3, lost=None, code=0,
-             switch_argv=None, prepare=None):
-    """A rack of one client and k + r servers; the scenario's JSON result (and the switch's
-    final stats in ``switch_final``). ``config``: ``f(rack)`` -> the switch's configuration
-    (default: the rack's routes); ``switch_argv``: ``f(config path, stats path)`` -> the
-    switch's command (default: ``netstor.testbed.switch`` with the default pipeline);
-    ``prepare``: ``f(rack)`` before the servers start."""
+def run_rack(k, r, *, xorinc, repairs, updates, length):
+    """A rack of one client and k + r servers; the scenario's result, the switch's final
+    stats (``switch_final``)."""
     from netstor.testbed.experiment import start_servers
     with tempfile.TemporaryDirectory(prefix="netstor-xi-test-") as tmp, \
             Rack(1, k + r, workdir=tmp) as rack:
         stats = Path(tmp) / "switch.json"
-        cfg = Path(tmp) / "switch-config.json"
-        cfg.write_text(json.dumps(config(rack) if config else rack.config()))
-        argv = switch_argv(cfg, stats) if switch_argv else [
-            sys.executable, "-m", "netstor.testbed.switch", "--port0", "p0", "--port1", "p1",
-            "--dataplane", "model", "--config", str(cfg), "--stats-json", str(stats)]
-        rack.switch = rack.spawn("switch", argv, name="switch")
-        rack.switch.wait_line(r"^netstor-switch ready", timeout=60)
-        if prepare:
-            prepare(rack)
-        servers = start_servers(rack, tmp, "none", offload_ports={"xorinc": XI_PORT})
-        nodes = ",".join(f"{h.ip}:{XI_PORT}" for h in rack.servers)
-
-        def argv(i, host, out):
-            return [sys.executable, "-m", "netstor.offloads.xorinc.schemes", "--nodes", nodes,
-                    "--k", str(k), "--r", str(r), "--code", str(code), "--bind", host.ip,
-                    "--length", str(length),
-                    "--seed", str(seed), "--repairs", ",".join(repairs), "--updates",
-                    ",".join(updates), "--switch-stats", str(stats), "--timeout", "5", "--out", str(out)] + \
-                (["--lost", ",".join(map(str, lost))] if lost else [])
-
-        res = rack.run_on_clients(argv, tmp, timeout=60, what="xorinc client")["c0"]
+        cfg = rack.config()
+        if xorinc:
+            cfg["xorinc"] = demo.rack_section(rack, k, r, code=1)
+            demo.accept_local(rack)
+        demo.start_switch(rack, cfg, tmp, stats_json=stats, xorinc=xorinc)
+        servers = start_servers(rack, tmp, "none",
+                                offload_ports={"xorinc": demo.XORINC_UDP_PORT})
+        res = demo.run_client(rack, tmp, k, r, code=1 if xorinc else 0, repairs=repairs,
+                              updates=updates, length=length, seed=3, stats_json=stats)
         for p in servers:
             p.stop()
         rack.stop_switch()
@@ -85,40 +53,49 @@ def run_rack(k, r, *, config=None, repairs, updates, length=4096, seed=3, lost=N
     return res
 
 
-def check_scenario(res, k, r, length):
-    """Byte checks against galois; returns ``({phase: chunk transfers per op counted by the
-    hosts}, {phase: ... counted by the switch's ports})``."""
-    npk = -(-length // 1024)
-    stripe0 = ref_encode(_chunks(res["stripes"]["0"]), r)
-    for op in res["ops"]:
-        assert "error" not in op, op
-        if op["op"] == "read":
-            assert bytes.fromhex(op["data"]) == stripe0[op["chunk"]].tobytes()
-        elif op["op"].startswith("repair"):
-            assert bytes.fromhex(op["data"]) == stripe0[op["lost"]].tobytes(), op["op"]
-    updates = [op for op in res["ops"] if op["op"].startswith("update")]
-    for op in updates:
-        data = _chunks(res["stripes"][str(op["stripe"])])
-        data[op["chunk"]] = np.frombuffer(bytes.fromhex(op["new"]), np.uint8)
-        assert np.array_equal(_chunks(res["final"][str(op["stripe"])]), ref_encode(data, r)), \
-            op["op"]
-    hosts, switch = {}, {}
-    for ph in res["phases"]:
-        assert ph["errors"] == 0, ph
-        hosts[ph["phase"]] = ph["host_transfers"]
-        switch[ph["phase"]] = ph["data_transfers"]
-    return hosts, switch
+def transfers(res):
+    """Byte checks against galois; ``({phase: chunk transfers per op counted by the hosts},
+    {phase: ... counted by the switch's ports})``."""
+    assert demo.check_scenario(res, res["config"]["r"], encode=ref_encode) == {}
+    assert all(ph["errors"] == 0 for ph in res["phases"]), res["phases"]
+    return ({ph["phase"]: ph["host_transfers"] for ph in res["phases"]},
+            {ph["phase"]: ph["data_transfers"] for ph in res["phases"]})
+
+
+def test_check_scenario_finds_a_wrong_byte():
+    """The byte check the rack tests rely on fails on one flipped byte (no rack needed)."""
+    rng = np.random.default_rng(0)
+    k, r = 3, 2
+    data = rng.integers(0, 256, (k, 100), dtype=np.uint8)
+    stripe = ref_encode(data, r)
+    new = rng.integers(0, 256, 100, dtype=np.uint8)
+    upd = data.copy()
+    upd[1] = new
+    res = {"stripes": {"0": [d.tobytes().hex() for d in data],
+                       "1": [d.tobytes().hex() for d in data]},
+           "ops": [{"op": "repair_net", "lost": 4, "data": stripe[4].tobytes().hex()},
+                   {"op": "update_net", "stripe": 1, "chunk": 1, "new": new.tobytes().hex()}],
+           "final": {"1": [c.tobytes().hex() for c in ref_encode(upd, r)]}}
+    assert demo.check_scenario(res, r, encode=ref_encode) == {}
+    assert demo.check_scenario(res, r) == {}            # the model's encoding agrees
+    wrong = bytearray(stripe[4].tobytes())
+    wrong[57] ^= 1
+    res["ops"][0]["data"] = wrong.hex()
+    res["final"]["1"][4] = wrong.hex()
+    assert demo.check_scenario(res, r, encode=ref_encode) == {0: "repair_net 4",
+                                                              1: "update_net stripe 1"}
 
 
 @needs_root
 def test_baselines_end_to_end_through_the_model_switch():
     """Conventional repair, repair pipelining, conventional / client / T-Update updates on
-    RS(3, 2), the switch forwarding by L3 only: byte-exact, and the transfers the paper counts
-    (2k per repair; 2r + 2 per star/tree update, 2r + 4 when the client reads the old data)."""
-    k, r, length = 3, 2, 4096
-    res = run_rack(k, r, repairs=["conventional", "pipeline"],
-                   updates=["conventional", "tupdate", "client"], length=length)
-    hosts, switch = check_scenario(res, k, r, length)
+    RS(3, 2), the generic switch forwarding by L3 only: byte-exact, and the transfers the
+    paper counts (2k per repair; 2r + 2 per star/tree update, 2r + 4 when the client reads
+    the old data)."""
+    k, r = 3, 2
+    res = run_rack(k, r, xorinc=False, repairs=["conventional", "pipeline"],
+                   updates=["conventional", "tupdate", "client"], length=4096)
+    hosts, switch = transfers(res)
     assert hosts == {"read": 2, "repair_conventional": 2 * k, "repair_pipeline": 2 * k,
                      "update_conventional": 2 * r + 2, "update_tupdate": 2 * r + 2,
                      "update_client": 2 * r + 4}, hosts
@@ -129,43 +106,20 @@ def test_baselines_end_to_end_through_the_model_switch():
     assert switch["repair_pipeline"] < hosts["repair_pipeline"]
 
 
-def rack_xorinc_config(rack, k, r, code=1):
-    """The rack's routes plus the ``xorinc:`` section: chunk j of code ``code`` on server j
-    (wire port 1), the client's op ids 0..63."""
-    from netstor.testbed.rack import port_mac
-    cfg = rack.config()
-    servers = rack.servers[:k + r]
-    cfg["xorinc"] = {
-        "smac": port_mac(1),
-        "nodes": {h.name: {"ip": h.ip, "mac": h.mac, "port": 1} for h in servers},
-        "codes": {str(code): {"k": k, "r": r, "nodes": [h.name for h in servers]}},
-        "clients": {rack.clients[0].name: [0, 63]},
-    }
-    return cfg
-
-
-def xorinc_switch_argv(cfg, stats):
-    """The model switch with XORInc's program (``default_pipeline(extra=("xorinc",))``,
-    copy-list groups) and the ``xorinc:`` section."""
-    return [sys.executable, "-m", "netstor.offloads.xorinc.demo", "switch", "--config",
-            str(cfg), "--stats-json", str(stats)]
-
-
 @needs_root
 def test_netrepair_netupdate_end_to_end_through_the_model_switch():
     """NetRepair and NetUpdate through XORInc's program in the model switch on RS(3, 2),
-    4,000-byte chunks (a short last packet),
-    beside conventional repair and update in the same rack: every lost position repaired
-    byte-exact, the updated stripe equal to galois' encoding; k + 1 transfers per repair
-    (2k conventional) and r + 3 per update (2r + 2 conventional) at the hosts, the same on
-    the switch's ports (NetUpdate: plus the header-only UPD_NEW the switch passes on to the
-    data node as its cue); the engine's own counters agree."""
+    4,000-byte chunks (a short last packet), beside conventional repair and update in the
+    same rack: every lost position repaired byte-exact, the updated stripe equal to galois'
+    encoding; k + 1 transfers per repair (2k conventional) and r + 3 per update (2r + 2
+    conventional) at the hosts, the same on the switch's ports (NetUpdate: plus the
+    header-only UPD_NEW the switch passes on to the data node as its cue); the engine's own
+    counters agree."""
     k, r, length = 3, 2, 4000           # 4 packets, the last one 928 bytes (14.5 beats)
     npk = 4
-    res = run_rack(k, r, config=lambda rack: rack_xorinc_config(rack, k, r, code=1), code=1,
-                   repairs=["net", "conventional"], updates=["net", "conventional"],
-                   length=length, switch_argv=xorinc_switch_argv, prepare=accept_local)
-    hosts, switch = check_scenario(res, k, r, length)
+    res = run_rack(k, r, xorinc=True, repairs=["net", "conventional"],
+                   updates=["net", "conventional"], length=length)
+    hosts, switch = transfers(res)
     assert hosts == {"read": 2, "repair_net": k + 1, "repair_conventional": 2 * k,
                      "update_net": r + 3, "update_conventional": 2 * r + 2}, hosts
     assert {p: switch[p] for p in ("read", "repair_net", "repair_conventional",
