@@ -135,3 +135,26 @@ def test_netrepair_netupdate_end_to_end_through_the_model_switch():
     assert dp["xi.repair.hit"] == n * k * npk and dp["xi.repair.miss"] == 0
     assert dp["xi.groups.hit"] == npk and dp["xi.delta.hit"] == (r + 1) * npk
     assert dp["xi.engine.dup"] == dp["xi.engine.timeouts"] == dp["xi.engine.misaligned"] == 0
+
+
+@needs_root
+def test_demo_step_on_running_servers():
+    """``make demo``'s step on servers started as the demo starts them (no XORInc flag: the
+    default port): RS(2, 1) over 3 servers, byte-exact, k + 1 = 3 against 2k = 4."""
+    import sys
+    with tempfile.TemporaryDirectory(prefix="netstor-xi-demo-") as tmp, \
+            Rack(1, 3, workdir=tmp) as rack:
+        procs = []
+        for i, h in enumerate(rack.servers):
+            (Path(tmp) / f"db{i}").mkdir()
+            procs.append(rack.spawn(h, [sys.executable, "-m", "netstor.agent.server", "--bind",
+                                        h.ip, "--db", str(Path(tmp) / f"db{i}"), "--no-sync"]))
+        for p in procs:
+            p.wait_line(r"^netstor-server \d+ listening on", timeout=30)
+        res, line = demo.demo_step(rack, tmp, rate=100, duration=1.0)
+    s = res["summary"]
+    assert (s["code"], s["byte_mismatches"], s["errors"]) == ("RS(2, 1)", 0, 0), s
+    assert s["transfers_hosts"]["repair_net"] == s["transfers_switch"]["repair_net"] == 3
+    assert s["transfers_hosts"]["repair_conventional"] == 4
+    assert s["transfers_hosts"]["update_net"] == 4 and s["engine"]["xi.engine.done"] > 0
+    assert "NetRepair 3.0 (conventional 4.0)" in line
