@@ -25,6 +25,7 @@ OFFLOAD = Offload(
     config_section=f"{__name__}.config:apply_section",
     codec=f"{__name__}.codec:XorIncCodec",
     schemes=f"{__name__}.schemes:SCHEMES",
+    demo=f"{__name__}.demo:demo_step",
     evaluation=f"{__name__}.eval:EVALUATION",
     bitstream=False,
 )
