@@ -60,6 +60,13 @@ position) with ``position`` set to each child's index.
     * ``T_STATS``: the node's ``xi_*`` counters back (JSON in the data; not chunk data, not
       counted as such), so a client can count a phase's transfers at every host.
 
+Exposure: answers go to the requester the header names (``req_addr:req_port``; port 7450
+for the engine's contributions), not to the datagram's source: results travel through the
+switch to the requester. So a node sends chunks to whoever a request names; with ``--allow``
+it serves only requests whose source *and* named requester are inside the allowed prefixes
+(others are dropped, counted in ``not_allowed``). As for the storage port, what keeps a node
+from being a reflector is where it is reachable from (the storage network only).
+
 Counters (``xi_`` prefix): ``xi_received``, ``xi_replies`` (packets sent), ``xi_dropped``
 (not an XORInc packet or a type a node does not serve), ``xi_data_rx`` / ``xi_data_tx``
 (packets carrying chunk data received / sent: the agents' count of transfers),
@@ -229,6 +236,11 @@ class XorIncCodec(ServerCodec):
         if h.type in DATA_TYPES and body:
             server.count("xi_data_rx")
         to = (ip_text(h.req_addr), h.req_port) if h.req_addr and h.req_port else addr
+        if h.req_addr and not server.allowed(ip_text(h.req_addr)):
+            server.count("not_allowed")         # answers would go outside --allow
+            log.debug("xorinc: datagram from %s for requester %s outside --allow", addr,
+                      ip_text(h.req_addr))
+            return
         handler = {T_READ: self._read, T_REPAIR: self._repair, T_UPD_NEW: self._upd_new,
                    T_DELTA: self._delta, T_WRITE: self._write, T_CHAIN: self._chain,
                    T_XUPDATE: self._xupdate, T_XDELTA: self._xdelta,

@@ -309,3 +309,24 @@ def test_codes_every_lost_position_and_every_update(tmp_path, k, r):
     finally:
         for s in servers:
             s.stop()
+
+
+def test_allow_list_covers_the_named_requester(tmp_path):
+    """With --allow, a request from an allowed source naming a requester outside the
+    prefixes is dropped (its answers would go there), counted as not allowed."""
+    with Server(tmp_path / "db", bind=LOOP, port=0, sync=False, allow=["127.0.0.0/30"],
+                xorinc_port=0) as srv:
+        node = srv.offload_address("xorinc")
+        with XorIncClient([node, node], 1, 1, timeout=0.5) as c:
+            c.write_stripe(1, [b"abc" * 50])
+            assert c.read(1, 1).data == b"abc" * 50          # parity of RS(1, 1): a copy
+        s = _sock()
+        s.sendto(H.frame_payload(H.XiHeader(type=H.T_READ, stripe=1, chunk=0,
+                                            req_addr=ip_int("10.9.9.9"), req_port=9)), node)
+        s.sendto(H.frame_payload(H.XiHeader(type=H.T_READ, stripe=1, chunk=0,
+                                            req_addr=ip_int("127.0.0.2"),
+                                            req_port=s.getsockname()[1])), node)
+        time.sleep(0.3)
+        st = srv.stats()
+        assert (st["not_allowed"], st["xi_reads"]) == (1, 2)     # the client's and 127.0.0.2's
+        s.close()
