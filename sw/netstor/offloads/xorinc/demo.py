@@ -3,7 +3,8 @@
 XORInc is not in the default bitstream (``bitstream=False``), so the test bed's switch
 (``python -m netstor.testbed.switch``, the default pipeline) does not carry it.
 ``python -m netstor.offloads.xorinc.demo switch --config FILE [--stats-json FILE]
-[--port0 p0 --port1 p1]`` runs the same model switch on
+[--port0 p0 --port1 p1]`` (``rack [--k 3 --r 2 --length 4096 --json FILE]``, root: every
+scheme once on a rack around it, a table of chunk transfers per operation) runs the same model switch on
 ``default_pipeline(extra=("xorinc",))`` with copy-list multicast groups: the configuration's
 routes and other sections as the switch applies them (:func:`netstor.compiler.config_ops`),
 its ``xorinc:`` section as the controller computes it (:func:`.config.model_writes`:
@@ -28,6 +29,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +39,8 @@ from netstor.config import load_config
 from netstor.programs import default_pipeline
 from netstor.model import gf
 from netstor.testbed.netns import ns_exec
-from netstor.testbed.rack import port_mac
+from netstor.testbed.experiment import start_servers
+from netstor.testbed.rack import Rack, port_mac
 from netstor.testbed.stats import format_stats
 from netstor.testbed.switch import _Stop, run_model_switch
 
@@ -86,8 +89,8 @@ def start_switch(rack, config, workdir, *, stats_json, name="switch-xi", xorinc=
     path = Path(workdir) / f"{rack.prefix}{name}-config.json"
     path.write_text(json.dumps(config, indent=1))
     if xorinc:
-        argv = [sys.executable, "-m", __name__, "switch", "--config", str(path),
-                "--stats-json", str(stats_json)]
+        argv = [sys.executable, "-m", "netstor.offloads.xorinc.demo", "switch", "--config",
+                str(path), "--stats-json", str(stats_json)]
     else:
         argv = [sys.executable, "-m", "netstor.testbed.switch", "--port0", "p0", "--port1",
                 "p1", "--dataplane", "model", "--config", str(path), "--stats-json",
@@ -194,6 +197,50 @@ def demo_step(rack, workdir, *, rate, duration):
     return {"summary": summary, "client": res, "switch": sw}, line
 
 
+def run_rack(k=3, r=2, *, length=4096, seed=1, repairs=("net", "conventional", "pipeline"),
+             updates=("net", "conventional", "tupdate", "client"), lost=None):
+    """A rack of one client and k + r servers around XORInc's switch; every scheme once (the
+    client's scenario); returns ``{"client": scenario result, "switch": final stats,
+    "byte_mismatches": {...}}``."""
+    with tempfile.TemporaryDirectory(prefix="netstor-xi-") as tmp, \
+            Rack(1, k + r, workdir=tmp) as rack:
+        stats = Path(tmp) / "switch.json"
+        cfg = rack.config()
+        cfg["xorinc"] = rack_section(rack, k, r)
+        accept_local(rack)
+        start_switch(rack, cfg, tmp, stats_json=stats)
+        servers = start_servers(rack, tmp, "none", offload_ports={"xorinc": XORINC_UDP_PORT})
+        try:
+            res = run_client(rack, tmp, k, r, repairs=repairs, updates=updates,
+                             length=length, seed=seed, lost=lost, stats_json=stats)
+        finally:
+            for p in servers:
+                p.stop()
+            rack.stop_switch()
+        sw = json.loads(stats.read_text())
+    return {"client": res, "switch": sw, "byte_mismatches": check_scenario(res, r)}
+
+
+def format_rack(out):
+    """A table of :func:`run_rack`'s result: per phase, chunk transfers per operation at
+    the hosts and on the switch's ports, and the median time per operation."""
+    res = out["client"]
+    times = {}
+    for op in res["ops"]:
+        times.setdefault(op["op"], []).append(op.get("seconds", 0.0))
+    lines = [f"RS({res['config']['k']}, {res['config']['r']}), "
+             f"{res['config']['length']}-byte chunks: chunk transfers per operation",
+             f"{'phase':22} {'ops':>4} {'hosts':>6} {'switch':>7} {'median ms':>10}"]
+    for ph in res["phases"]:
+        t = sorted(times.get(ph["phase"], [0.0]))
+        lines.append(f"{ph['phase']:22} {ph['ops']:>4} {ph['host_transfers']:>6} "
+                     f"{ph.get('data_transfers', '-'):>7} {1e3 * t[len(t) // 2]:>10.1f}")
+    lines.append(f"byte mismatches: {len(out['byte_mismatches'])}; switch ports count only "
+                 "what crosses the switch (server-to-server hops stay on the servers' "
+                 "segment); NetUpdate's switch count includes the header-only UPD_NEW cue")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m netstor.offloads.xorinc.demo",
                                  description=__doc__.split("\n\n")[0])
@@ -203,7 +250,19 @@ def main(argv=None):
     sw.add_argument("--port1", default="p1")
     sw.add_argument("--config", required=True, help="table configuration (YAML/TOML/JSON)")
     sw.add_argument("--stats-json", default=None)
+    rk = sub.add_parser("rack", help="every scheme once on a rack around that switch (root)")
+    rk.add_argument("--k", type=int, default=3)
+    rk.add_argument("--r", type=int, default=2)
+    rk.add_argument("--length", type=int, default=4096, help="chunk bytes (<= 4096)")
+    rk.add_argument("--seed", type=int, default=1)
+    rk.add_argument("--json", default=None, metavar="FILE", help="write the result here")
     args = ap.parse_args(argv)
+    if args.cmd == "rack":
+        out = run_rack(args.k, args.r, length=args.length, seed=args.seed)
+        print(format_rack(out), flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1))
+        return 1 if out["byte_mismatches"] else 0
     pipeline = xorinc_pipeline(2)
     try:
         writes, regs = switch_ops(load_config(args.config), pipeline)
