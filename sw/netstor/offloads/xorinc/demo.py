@@ -3,14 +3,17 @@
 XORInc is not in the default bitstream (``bitstream=False``), so the test bed's switch
 (``python -m netstor.testbed.switch``, the default pipeline) does not carry it.
 ``python -m netstor.offloads.xorinc.demo switch --config FILE [--stats-json FILE]
-[--port0 p0 --port1 p1]`` (``rack [--k 3 --r 2 --length 4096 --json FILE]``, root: every
-scheme once on a rack around it, a table of chunk transfers per operation) runs the same model switch on
-``default_pipeline(extra=("xorinc",))`` with copy-list multicast groups: the configuration's
+[--port0 p0 --port1 p1]`` runs the same model switch on ``default_pipeline(extra=
+("xorinc",))`` with copy-list multicast groups: the configuration's
 routes and other sections as the switch applies them (:func:`netstor.compiler.config_ops`),
 its ``xorinc:`` section as the controller computes it (:func:`.config.model_writes`:
 coefficients, copy lists, the engine's timeout). It prints the switch's ready line and, on
 SIGTERM, its final counters, like the generic switch. (No ``--control``: the control
 window's schema is the default bitstream's.)
+
+``python -m netstor.offloads.xorinc.demo rack [--k 3 --r 2 --length 4096 --json FILE]``
+(root): every scheme once on a rack around that switch, a table of chunk transfers per
+operation (hosts' and switch ports' counts) and the byte check.
 
 On a rack (:class:`netstor.testbed.rack.Rack`): :func:`rack_section` (the ``xorinc:``
 section: chunk j on server j), :func:`start_switch` (that switch in the rack's switch
