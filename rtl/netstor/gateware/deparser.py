@@ -107,7 +107,7 @@ class DeparsePrep:
 
         # ---- cycle A: checksum partial sums, offsets ------------------------------------
         # the app bytes inside the UDP datagram (``udp.len`` is read-only: the parsed value)
-        dmask = datagram_mask(m, f("udp.len"), len(f("app")) // 8, n)
+        dmask = self.dmask = datagram_mask(m, f("udp.len"), len(f("app")) // 8, n)
         def term(old, new):
             return (~old)[:16] + new
 
