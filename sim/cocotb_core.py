@@ -322,7 +322,7 @@ async def test_host_api(dut):
 
 @cocotb.test()
 async def test_copy_lists(dut):
-    """The copy-lane core (``tm.groups``; sim/test_core_lane.py): a group of 16 copies, one
+    """The default core's copy lists (``tm.groups``): a group of 16 copies, one
     port listed 7 times with different rids and the same (port, rid) three times, so the
     egress element rewrites each copy from its rid. Phase 1: multicast and unicast packets
     back to back from wire RX 0 and then host TX 0 (the lane replays every copy, one beat per
@@ -365,7 +365,7 @@ async def test_copy_lists(dut):
 
 @cocotb.test()
 async def test_copy_lane_stale(dut):
-    """The copy-lane core falling behind (sim/test_core_lane.py): 14 multicast packets of
+    """The copy lane falling behind: 14 multicast packets of
     1,500 bytes (24 beats) to a 16-copy group (384 lane cycles each) and then 180 unicast
     ones of the same size, back to back from wire RX 0: the 4,656 beats that enter overwrite
     the lane's store (4,096 beats) before the last multicast copies and the first unicast

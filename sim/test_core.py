@@ -11,16 +11,18 @@ from netstor.sim.core_build import run_core
 
 CORE = ["test_identity", "test_l3_mixed_traffic", "test_primitives", "test_trust", "test_bad_input",
         "test_sizes_backpressure_updates", "test_ethernet_mac_ports", "test_fuzz",
-        "test_host_api"]
+        "test_host_api", "test_copy_lists", "test_copy_lane_stale"]
 #: (cocotb module, test): the platform's cases, then every offload's (its ``cocotb`` hook)
 CASES = [("cocotb_core", c) for c in CORE] + [mc for o in offloads() for mc in o.cocotb]
 #: the cases of xdist group "core"; the others, the soak, the demo and the other users of the
 #: same Verilator build are group "core2": two workers, each one group's cases in turn (about
-#: 13 and 14 minutes measured at 1536c39: trust 306 s, netclone 246, host_api 188 here; netrs
-#: 185, bad_input 142, sizes 133, soak 117, fuzz 90 there). Whoever comes first builds the core,
-#: the other waits on the build lock (``harness.run_cocotb``)
-GROUP_CORE = {"test_identity", "test_trust", "test_netclone", "test_host_api",
-              "test_l3_mixed_traffic", "test_ethernet_mac_ports"}
+#: 14 minutes each, by the copy-lane core's case times: trust ~300 s, copy_lane_stale 185,
+#: netclone 145, primitives 142 here; host_api 267, netrs 127, sizes 97, soak 87, bad_input 84
+#: there). Whoever comes first builds the core, the other waits on the build lock
+#: (``harness.run_cocotb``)
+GROUP_CORE = {"test_identity", "test_trust", "test_netclone", "test_primitives",
+              "test_l3_mixed_traffic", "test_ethernet_mac_ports", "test_copy_lists",
+              "test_copy_lane_stale"}
 
 
 def _group(case):

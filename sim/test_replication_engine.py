@@ -212,7 +212,8 @@ def test_engine_direct_descriptors():
 def test_engine_express_latency():
     """The express way: an idle engine's direct descriptor has its first copy on ``o`` one
     cycle after ``i`` (a group descriptor's, 5 cycles); a direct descriptor behind a group
-    descriptor still waits its turn (list order across packets)."""
+    descriptor still waits its turn (list order across packets); unicast descriptors on
+    consecutive cycles each take the express way (each copy one cycle after its descriptor)."""
     dut = ReplicationEngine(NOUT, NG, group_width=12, tag_width=8, fifo_depth=8, direct=True)
     seen = []
 
@@ -222,7 +223,11 @@ def test_engine_express_latency():
         plan = {10: dict(direct=1, dcopy=1, dport=3, rc=0, tag=1),     # idle: express
                 30: dict(direct=0, group=7, rc=0, tag=2),               # group read: 5 cycles
                 31: dict(direct=1, dcopy=1, dport=0, rc=1, tag=3),      # behind it: waits
-                60: dict(direct=1, dcopy=1, dport=2, rc=1, tag=4)}      # idle, two copies
+                60: dict(direct=1, dcopy=1, dport=2, rc=1, tag=4),      # idle, two copies
+                # unicast back to back: each the express way as the one before leaves
+                70: dict(direct=1, dcopy=1, dport=1, rc=0, tag=5),
+                71: dict(direct=1, dcopy=1, dport=2, rc=0, tag=6),
+                72: dict(direct=1, dcopy=1, dport=0, rc=0, tag=7)}
         for cyc in range(90):
             d = plan.get(cyc)
             ctx.set(dut.i.valid, d is not None)
@@ -238,4 +243,5 @@ def test_engine_express_latency():
     assert seen == [(11, 3, 0, 1),
                     (35, 1, 11, 2), (36, 2, 22, 2),
                     (37, NOUT, 0, 3), (38, 0, 0, 3),
-                    (61, NOUT, 0, 4), (62, 2, 0, 4)], seen
+                    (61, NOUT, 0, 4), (62, 2, 0, 4),
+                    (71, 1, 0, 5), (72, 2, 0, 6), (73, 0, 0, 7)], seen

@@ -375,32 +375,35 @@ def test_documented_configurations_apply(schema):
 # ---- copy-list multicast (the replication engine's tm.groups) -----------------------------------
 @pytest.fixture(scope="module")
 def list_schema(schema):
-    """The schema of a core whose traffic manager holds copy lists: ``tm.groups`` (325-bit
-    words, :data:`netstor.model.replication.GROUP_BITS`) in place of ``tm.mcast``, and an
-    indirect data window wide enough for one (placed past every other offset)."""
-    import copy
+    """The default core's schema: its traffic manager holds copy lists (``tm.groups``, 325-bit
+    words, :data:`netstor.model.replication.GROUP_BITS`)."""
     from netstor.model.replication import GROUP_BITS
+    (mem,) = [m for m in schema["memories"] if m["name"] == "tm.groups"]
+    assert mem["entry_width"] == GROUP_BITS and mem["depth"] == 4096
+    return schema
+
+
+@pytest.fixture(scope="module")
+def bitmap_schema(schema):
+    """A ``copies="ports"`` core's schema, as far as the multicast mode goes: ``tm.mcast``."""
+    import copy
     s = copy.deepcopy(schema)
-    (mem,) = [m for m in s["memories"] if m["name"] == "tm.mcast"]
-    mem.update(name="tm.groups", entry_width=GROUP_BITS, doc="multicast copy lists")
-    top = max([r["offset"] + 4 * r["words"] for r in s["registers"]] +
-              [c["offset"] + 8 for c in s["counters"]] + s["indirect"]["data"])
-    need = -(-GROUP_BITS // 32) - len(s["indirect"]["data"])
-    s["indirect"]["data"] += [top + 4 * j for j in range(need)]
+    (mem,) = [m for m in s["memories"] if m["name"] == "tm.groups"]
+    mem.update(name="tm.mcast", entry_width=4 + 4 * 16, doc="multicast bitmaps")
     from netstor.driver.regs import schema_hash
     s["hash"] = schema_hash(s)
     return s
 
 
-def test_mcast_copy_lists_api_and_config(list_schema, schema, tmp_path):
+def test_mcast_copy_lists_api_and_config(list_schema, bitmap_schema, tmp_path):
     from netstor.model.replication import encode_group
     from netstor.programs.primitives import OP_MCAST
     from netstor.model.test_model import prim_frame, trust_everything
     m = trust_everything(DataplaneModel(default_pipeline(), groups="list"))
     dev = Device.open("model", schema=list_schema, model=m)
     assert dev.mcast_mode == "list"
-    assert Device.open("model", schema=schema, model=DataplaneModel(
-        default_pipeline())).mcast_mode == "bitmap"
+    assert Device.open("model", schema=bitmap_schema, model=DataplaneModel(
+        default_pipeline(), groups="bitmap")).mcast_mode == "bitmap"
     # order kept, a port listed three times, 16 copies at most (the word is the encoder's)
     copies = [(1, 7), (0, 9), (1, 8), (1, 7)]
     dev.mcast_set(5, copies)

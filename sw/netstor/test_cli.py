@@ -88,7 +88,7 @@ def test_errors_are_messages_not_tracebacks(served):
                       (("table", "delete", "prim.ops", "9"), "no entry"),
                       (("reg", "set", "parser.udp_port.prim", "0x10000"), "16 bits"),
                       (("bank", "write", "prim.cells", "999", "1"), "out of range"),
-                      (("mcast", "set", "99", "0:1"), "out of range"),
+                      (("mcast", "set", "4096", "0:1"), "out of range"),
                       (("apply", "/nonexistent.yaml"), "not found")]:
         r = run(*args, ok=False)
         usage = msg == "NAME=VALUE"         # a malformed argument: usage error, exit 2

@@ -141,7 +141,7 @@ def _netstor_cases(f):
         (["mcast", "get"], 2, "group number"),
         (["mcast", "get", "-1"], 2, "'-1'"),
         (["mcast", "set", "1", "x:y"], 2, "'x:y'"),
-        (["mcast", "set", "99", "0:1"], 1, "out of range"),
+        (["mcast", "set", "4096", "0:1"], 1, "out of range"),
         (["mcast", "clear", "1", "0:1"], 2, "'0:1'"),
         (["mcast", "list", "3"], 2, "no arguments"),
         # apply

@@ -87,15 +87,16 @@ class Datapath(wiring.Component):
     """
 
     def __init__(self, pipeline, csr, *, data_width=512, in_buffer_beats=256,
-                 out_queue_beats=256, recirc_beats=256, copies="ports", ring_beats=4096,
+                 out_queue_beats=256, recirc_beats=256, copies="lane", ring_beats=4096,
                  phv_ring=512, desc_fifo=256):
         if data_width != 512:
             raise ValueError("the parser/deparser window is two 512-bit beats; data_width "
                              "must be 512")
         if copies not in ("ports", "lane"):
             raise ValueError(f"copies must be 'ports' or 'lane', not {copies!r}")
-        #: "ports": one egress lane and deparser per output, bitmap multicast (``tm.mcast``);
-        #: "lane": every copy through the replication engine and one copy lane (``tm.groups``)
+        #: "lane" (the default core): every copy through the replication engine and one copy
+        #: lane, multicast as copy lists (``tm.groups``); "ports" (the earlier core, kept as a
+        #: build option): one egress lane and deparser per output, bitmap multicast (``tm.mcast``)
         self.copies = copies
         self.ring_beats, self.phv_ring, self.desc_fifo = ring_beats, phv_ring, desc_fifo
         if copies == "lane" and (phv_ring & (phv_ring - 1) or phv_ring < 32):

@@ -1,7 +1,7 @@
 """The replica lane: a packet stored once, its copy list replayed from the store (issue 12 item 3).
 
-The copy-lane core's (``Datapath(..., copies="lane")``, ``docs/dataplane-spec.md``, "Copy
-lists"; not yet the default core) store and replay: the data path runs the egress elements,
+The default core's (``Datapath(..., copies="lane")``, ``docs/dataplane-spec.md``, "Copy
+lists") store and replay: the data path runs the egress elements,
 the deparser and the truncator on the lane's beats. There the lane is built with ``direct``
 (unicast and recirculation copies as direct descriptors of the engine), ``beat_bits`` = 8
 (9,216-byte frames), a ``ptag`` (the packet's number, input and host tag) that comes back on

@@ -419,28 +419,6 @@ class ReplicationEngine(wiring.Component):
         f_copies = pf.r_data[2 * N:2 * N + CB * N]
         f_tag = pf.r_data[2 * N + CB * N:]
 
-        # ---- the express way (``direct``): an idle engine loads a direct list at once -------
-        # Every stage empty (FIFO, read, landing, prefetch FIFO, current list): a direct
-        # descriptor needs no group read and nothing is ahead of it, so its list is the current
-        # list in the next cycle (its first copy 1 cycle after ``i`` instead of 5). The
-        # descriptor is still written to the FIFO (the write enable stays ``i.valid``: no logic
-        # in front of the FIFO's level counter) and popped unissued in the next cycle (``skip``).
-        express = Signal()
-        x_land = Signal()                        # the express list lands (on ``land``)
-        if self.direct:
-            idle = ~dfifo.r_rdy & ~pending & ~l_valid & ~pf.r_rdy & ~busy
-            m.d.comb += express.eq(self.i.valid & ip.direct & idle)
-            m.d.sync += [skip.eq(express), x_land.eq(express)]
-            dcopy = Cat(ip.dport, Const(0, GROUP_RID_BITS))
-            x_list = Cat(ip.rc | ip.dcopy, ip.rc & ip.dcopy, Const(0, N - 2))
-            x_copy = Cat(Mux(ip.rc, Const(self.n_outputs, CB), dcopy), dcopy,
-                         Const(0, CB * (N - 2)))
-            with m.If(express):
-                # (``load`` is 0 here: the prefetch FIFO is empty; ``made`` = ``listed``: the
-                # traffic manager checked the direct port)
-                m.d.sync += [c_listed.eq(x_list), c_made.eq(x_list), c_copies.eq(x_copy),
-                             c_tag.eq(ip.tag), c_first.eq(1), c_rest.eq(x_list[1:] == 0),
-                             c_rest_made.eq(x_list[1:] == 0)]
         with m.If(load):
             m.d.sync += [c_listed.eq(f_listed), c_made.eq(f_made), c_copies.eq(f_copies),
                          c_tag.eq(f_tag), c_first.eq(1),
@@ -451,6 +429,33 @@ class ReplicationEngine(wiring.Component):
                          c_rest.eq(c_listed[2:] == 0), c_rest_made.eq(c_made[2:] == 0)]
             with m.If(emit):
                 m.d.sync += c_first.eq(0)
+        # ---- the express way (``direct``): an idle engine loads a direct list at once -------
+        # Every stage empty (FIFO, read, landing, prefetch FIFO; the current list empty or its
+        # last copy leaving now): a direct descriptor needs no group read and nothing is ahead
+        # of it, so its list is the current list in the next cycle (its first copy 1 cycle
+        # after ``i`` instead of 5; unicast packets back to back each take this way). The
+        # descriptor is still written to the FIFO (the write enable stays ``i.valid``: no logic
+        # in front of the FIFO's level counter) and popped unissued in the next cycle (``skip``).
+        express = Signal()
+        x_land = Signal()                        # the express list lands (on ``land``)
+        if self.direct:
+            # (the FIFO holds just the previous express descriptor, popped now, when ``skip``:
+            # that one found it empty and was its only write)
+            idle = ((~dfifo.r_rdy | skip) & ~pending & ~l_valid & ~pf.r_rdy
+                    & (~busy | (step & c_rest)))
+            m.d.comb += express.eq(self.i.valid & ip.direct & idle)
+            m.d.sync += [skip.eq(express), x_land.eq(express)]
+            dcopy = Cat(ip.dport, Const(0, GROUP_RID_BITS))
+            x_list = Cat(ip.rc | ip.dcopy, ip.rc & ip.dcopy, Const(0, N - 2))
+            x_copy = Cat(Mux(ip.rc, Const(self.n_outputs, CB), dcopy), dcopy,
+                         Const(0, CB * (N - 2)))
+            with m.If(express):
+                # (after the load/step assignments above, so it wins over a step of the list
+                # ending now; ``load`` is 0: the prefetch FIFO is empty; ``made`` = ``listed``:
+                # the traffic manager checked the direct port)
+                m.d.sync += [c_listed.eq(x_list), c_made.eq(x_list), c_copies.eq(x_copy),
+                             c_tag.eq(ip.tag), c_first.eq(1), c_rest.eq(x_list[1:] == 0),
+                             c_rest_made.eq(x_list[1:] == 0)]
         # every list as it lands: the landing registers, or the express list the cycle it is
         # current (never both: the express way needs the landing stage empty)
         m.d.comb += [self.land.valid.eq(l_valid | x_land),

@@ -30,4 +30,4 @@ def default_pipeline(n_ports=2, extra=()):
     progs = [o.make_program(n_ports) for o in offs]
     routed = [p for o, p in zip(offs, progs) if o.routed_by_l3]
     return Pipeline([make_l3(n_ports, also=routed), make_primitives(n_ports), *progs],
-                    n_ports=n_ports, guarded=True)
+                    n_ports=n_ports, guarded=True, mcast_groups=4096)

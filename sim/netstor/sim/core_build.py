@@ -16,7 +16,7 @@ NAME = "core"          # build/sim/core
 
 
 #: core variants besides the default: name -> ``build_core`` keyword arguments
-VARIANTS = {"lane": {"copies": "lane"}}
+VARIANTS = {"ports": {"copies": "ports"}}
 
 
 @functools.lru_cache(maxsize=None)

@@ -338,7 +338,7 @@ class CompiledModel(DataplaneModel):
     """:class:`DataplaneModel` with its pass generated and compiled (see the module doc).
     ``model.source`` is the generated Python."""
 
-    def __init__(self, pipeline, *, groups="bitmap"):
+    def __init__(self, pipeline, *, groups="list"):
         super().__init__(pipeline, groups=groups)
         self._compile()
 

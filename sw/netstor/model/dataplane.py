@@ -133,13 +133,14 @@ class _Mem:
 class DataplaneModel:
     """A cycle-free model of the data plane of ``pipeline`` (a :class:`netstor.lang.Pipeline`)."""
 
-    def __init__(self, pipeline, *, groups="bitmap"):
+    def __init__(self, pipeline, *, groups="list"):
         if groups not in ("bitmap", "list"):
             raise ValueError(f"groups must be 'bitmap' or 'list', not {groups!r}")
         self.pipeline = pipeline
         self.P = pipeline.n_ports
-        #: multicast semantics: "bitmap" (``tm.mcast``: one copy per port, the default core's
-        #: traffic manager) or "list" (``tm.groups``: copy lists, :mod:`.replication`)
+        #: multicast semantics: "list" (``tm.groups``: copy lists, :mod:`.replication`: the
+        #: default core's replication engine) or "bitmap" (``tm.mcast``: one copy per port,
+        #: the ``copies="ports"`` core's traffic manager)
         self.groups = groups
         self.deferred = None            # see run_deferred
         #: the frame of the packet (or copy) the elements run on: payload elements
