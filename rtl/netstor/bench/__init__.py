@@ -307,7 +307,18 @@ def _synth_findings(res):
     out = []
     lim = _synth.LUT_LEVELS_250MHZ
     wc = res.get("core", {})
-    if wc.get("ok"):
+    xb = wc.get("depth", {}).get("across_boundaries", {}) if wc.get("ok") else {}
+    if xb.get("lut_levels") is not None and xb["lut_levels"] >= wc["depth"].get(
+            "lut_levels_within_modules", 0):
+        d = wc["depth"]
+        out.append(f"deepest path of the whole core{' (' + wc['commit'] + ')' if wc.get('commit') else ''}: "
+                   f"{xb['lut_levels']} LUT levels across modules "
+                   f"({xb.get('path_cell_types')}; through "
+                   f"{' -> '.join(xb.get('path_modules') or [])}"
+                   + (f": {xb['path_detail']}" if xb.get("path_detail") else "")
+                   + f"); deepest within a module {d.get('lut_levels_within_modules')} "
+                   f"({d.get('module')}); Yosys {wc.get('yosys_seconds')} s")
+    elif wc.get("ok"):
         d = wc["depth"]
         out.append(f"deepest path of the whole core: {d['lut_levels']} LUT levels "
                    f"({d['max_cells']} cells incl. CARRY4/MUXF on the deepest-by-cells path), "
