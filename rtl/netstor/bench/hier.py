@@ -42,6 +42,7 @@ What this misses, compared with a flat run:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from pathlib import Path
@@ -151,6 +152,25 @@ def design_key(text):
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
+#: Amaranth's auto-numbered names (``\\port$37058$0 ``: a signal that crosses a module boundary
+#: without a name of its own); the numbers come from one counter over the whole elaboration,
+#: so a change anywhere renumbers them in modules that did not change
+_AUTO_NAME = re.compile(r"\\(port\$\d+\$\d+) ")
+
+PORT_INDEX = "port_index.json"
+
+
+def port_numbering(text):
+    """``(text with every auto-numbered name renamed by its order of first occurrence,
+    [the bare names in that order])``: two designs that differ only in that numbering give
+    the same text (see :func:`synth_hier`'s equivalents)."""
+    order = {}
+
+    def sub(m):
+        return f"\\port$#{order.setdefault(m.group(1), len(order))} "
+    return _AUTO_NAME.sub(sub, text), list(order)
+
+
 def plan(core_text, top="netstor_core"):
     """``[{"modules": [names], "instances": n, "verilog": text, "boxes": [...]}]``: one entry
     per distinct module design (identical designs merged, instance counts summed), largest
@@ -211,14 +231,50 @@ def synth_hier(core_text, out: Path, *, jobs=1, timeout=None, cached_only=False,
     cache = out / "synth_cache"
     work = out / "synth_work" / "core_hier"
 
+    index_file = cache / PORT_INDEX
+    try:
+        index = json.loads(index_file.read_text()) if index_file.exists() else {}
+    except ValueError:
+        index = {}
+    new_index = {}
+
+    def cached(e):
+        for ys in (None, script_abc(TOP_NAME)):
+            r = S.run_yosys(e["verilog"], TOP_NAME, work, cache_dir=cache, cached_only=True,
+                            boxes=e["boxes"], ys=ys)
+            if r.get("ok"):
+                return dict(r, recipe="abc (abc9 hit a Yosys assertion on this module)") if ys else r
+        return None
+
+    def equivalent(e, norm_key, names):
+        """A cached result of a design equal to ``e`` up to the auto-numbered names, with
+        ``port_rename`` (its netlist's names -> ``e``'s) for the stitched depth."""
+        x = index.get(norm_key)
+        if not x or len(x["names"]) != len(names):
+            return None
+        f = cache / f"{TOP_NAME}-{x['key']}.json"
+        if not f.exists():
+            return None
+        r = json.loads(f.read_text())
+        if not r.get("ok"):
+            return None
+        return dict(r, cached=True, equivalent_of=x["key"],
+                    port_rename={a: b for a, b in zip(x["names"], names) if a != b})
+
     def one(e):
         name = e["modules"][0]
         if (max_verilog_bytes and len(e["verilog"]) > max_verilog_bytes) or (
                 only and not set(only) & set(e["modules"])):
             return e, {"ok": False, "error": "not run (size/selection limit)"}
         wd = work / name.replace("netstor_core.", "").replace(".", "_")
-        r = S.run_yosys(e["verilog"], TOP_NAME, wd, timeout=timeout, cache_dir=cache,
-                        cached_only=cached_only, boxes=e["boxes"])
+        norm, names = port_numbering(e["verilog"])
+        norm_key = design_key(norm)
+        r = cached(e) or equivalent(e, norm_key, names)
+        if r is None:
+            r = S.run_yosys(e["verilog"], TOP_NAME, wd, timeout=timeout, cache_dir=cache,
+                            cached_only=cached_only, boxes=e["boxes"])
+        if r.get("ok") and "equivalent_of" not in r:
+            new_index[norm_key] = {"key": r["verilog_sha256"], "names": names}
         if not r.get("ok") and not cached_only:
             logtext = (wd / "yosys.log").read_text(errors="replace") if (
                 wd / "yosys.log").exists() else ""
@@ -226,6 +282,8 @@ def synth_hier(core_text, out: Path, *, jobs=1, timeout=None, cached_only=False,
                 r = S.run_yosys(e["verilog"], TOP_NAME, wd, timeout=timeout, cache_dir=cache,
                                 boxes=e["boxes"], ys=script_abc(TOP_NAME))
                 r["recipe"] = "abc (abc9 hit a Yosys assertion on this module)"
+                if r.get("ok"):
+                    new_index[norm_key] = {"key": r["verilog_sha256"], "names": names}
         elif not r.get("ok") and cached_only:
             r2 = S.run_yosys(e["verilog"], TOP_NAME, wd, cache_dir=cache, cached_only=True,
                              boxes=e["boxes"], ys=script_abc(TOP_NAME))
@@ -235,7 +293,8 @@ def synth_hier(core_text, out: Path, *, jobs=1, timeout=None, cached_only=False,
             f"LUT {r['LUT']} FF {r['FF']} BRAM36 {r['BRAM36_equiv']} URAM {r['URAM']} DSP "
             f"{r['DSP']} depth {r['depth']['lut_levels']} ("
             + ("cached" if r.get("cached") else f"{r.get('yosys_seconds')} s") + ")"
-            if r.get("ok") else str(r.get("error"))[:160]))
+            if r.get("ok") else str(r.get("error"))[:160])
+            + (" (= a cached design up to auto-numbered names)" if r.get("equivalent_of") else ""))
         return e, r
 
     if jobs > 1:
@@ -243,6 +302,10 @@ def synth_hier(core_text, out: Path, *, jobs=1, timeout=None, cached_only=False,
             done = list(ex.map(one, entries))
     else:
         done = [one(e) for e in entries]
+    if new_index:
+        cache.mkdir(parents=True, exist_ok=True)
+        index.update(new_index)
+        index_file.write_text(json.dumps(index) + "\n")
     return summarise_hier(done, time.perf_counter() - t0, cache=cache)
 
 
@@ -283,7 +346,9 @@ def summarise_hier(done, wall, cache: Path | None = None, top="netstor_core"):
                          "peak_rss_mib": r.get("peak_rss_mib"),
                          "pass_seconds": r.get("pass_seconds", {}),
                          "cached": r.get("cached", False),
-                         **({"recipe": r["recipe"]} if r.get("recipe") else {})}
+                         **({"recipe": r["recipe"]} if r.get("recipe") else {}),
+                         **({"equivalent_of": r["equivalent_of"]} if r.get("equivalent_of")
+                            else {})}
     tot = S.summarise(cells)
     out = {"ok": not failed, "method": "hierarchical", "cells": cells, **tot,
            **({"error": f"{len(failed)} of {len(done)} modules not synthesised: "
@@ -334,11 +399,13 @@ def stitched_depth(done, cache: Path, top="netstor_core"):
     bound for those paths). Modules not synthesised stay black boxes."""
     from . import synth as S
     net_of = {}
-    for e, r in done:
+    ren_of = {}                                # a module taken from an equivalent design:
+    for e, r in done:                          # its netlist's auto names -> this design's
         if r.get("ok"):
             gz = cache / f"{TOP_NAME}-{r['verilog_sha256']}.netlist.json.gz"
             for name in e["modules"]:
                 net_of[name] = gz
+                ren_of[name] = r.get("port_rename") or {}
     loaded = {}
     parent = {}
 
@@ -365,6 +432,7 @@ def stitched_depth(done, cache: Path, top="netstor_core"):
         if gz not in loaded:
             loaded[gz] = S.load_netlist_module(gz, TOP_NAME)
         mod = loaded[gz]
+        ren = ren_of.get(modname, {})
         local = {}
 
         def g(b):
@@ -376,19 +444,20 @@ def stitched_depth(done, cache: Path, top="netstor_core"):
             return local[b]
         if portmap is not None:
             for pname, pd in mod.get("ports", {}).items():
-                outer = portmap.get(pname)
+                outer = portmap.get(ren.get(pname, pname))
                 if outer is None:
                     continue
                 for bi, bo in zip(pd.get("bits", []), outer):
                     if isinstance(bi, int) and isinstance(bo, int):
                         union(g(bi), bo)
         else:
-            top_ports = {pn: {"direction": pd["direction"], "bits": [g(b) for b in pd["bits"]]}
+            top_ports = {ren.get(pn, pn): {"direction": pd["direction"],
+                                           "bits": [g(b) for b in pd["bits"]]}
                          for pn, pd in mod.get("ports", {}).items()}
             cells_out["__ports__"] = top_ports
         for cname, c in mod.get("cells", {}).items():
             t = c["type"].lstrip("\\")
-            conns = {p: [g(b) for b in bits] for p, bits in c["connections"].items()}
+            conns = {ren.get(p, p): [g(b) for b in bits] for p, bits in c["connections"].items()}
             if t.startswith(TOP_NAME + ".") or t == "xls_ranking" or (
                     not t[:1].isupper() and "." in t):
                 child = (modname + t[len(TOP_NAME):]) if t.startswith(TOP_NAME + ".") else t

@@ -313,3 +313,40 @@ def test_core_variant_sits_beside_the_default_core(tmp_path):
     from netstor.bench.report import synth_lines
     text = "\n".join(synth_lines(saved))
     assert "copy-lane core (build option)" in text and "bbb" in text
+
+
+def test_equivalent_module_joins_through_renamed_auto_ports(tmp_path):
+    """A child whose netlist comes from a design equal up to Amaranth's auto-numbered names
+    (``port$7$0`` there, ``port$9$0`` here): its ports are renamed for the join, so the path
+    FF -> 2 LUTs -> child (4) -> 3 LUTs -> FF is still 9 levels; without the rename the
+    child's input is not joined and the path starts at it (4 + 3)."""
+    import gzip
+    from netstor.bench import hier
+    a_text = "module m(\\port$7$0 , y);\n  input \\port$7$0 ;\n  x \\port$3$1 ;\n"
+    b_text = a_text.replace("port$7$0", "port$9$0").replace("port$3$1", "port$5$1")
+    na, names_a = hier.port_numbering(a_text)
+    nb, names_b = hier.port_numbering(b_text)
+    assert na == nb and names_a == ["port$7$0", "port$3$1"] and names_b[0] == "port$9$0"
+    assert hier.port_numbering(a_text.replace("input", "output"))[0] != nb
+    par = _Net()
+    a = par.chain("pre", par.ff("r0", par.new()), 2)
+    y = par.new()
+    par.cell("c", "bench_mod.c", {"port$9$0": a}, {"y": y})
+    par.ff("r1", par.chain("post", y, 3))
+    ch = _Net()
+    ca = ch.new()
+    ch.ports = {"port$7$0": {"direction": "input", "bits": ca},
+                "y": {"direction": "output", "bits": ch.chain("mid", ca, 4)}}
+    levels = []
+    for rename in ({"port$7$0": "port$9$0"}, {}):
+        done = []
+        for name, net, boxes, extra in (("top", par, ["bench_mod.c"], {}),
+                                        ("top.c", ch, [], {"port_rename": rename})):
+            key = name.replace(".", "_")
+            with gzip.open(tmp_path / f"bench_mod-{key}.netlist.json.gz", "wt") as f:
+                json.dump({"modules": {"bench_mod": {"cells": net.cells, "ports": net.ports,
+                                                     "netnames": {}}}}, f)
+            done.append(({"modules": [name], "instances": 1, "boxes": boxes},
+                         {"ok": True, "verilog_sha256": key, **extra}))
+        levels.append(hier.stitched_depth(done, tmp_path, top="top")["lut_levels"])
+    assert levels == [9, 7]
