@@ -340,6 +340,9 @@ def _synth_findings(res):
     if md.get("block"):
         out.append(f"deepest block: {md['block']} at {md['lut_levels']} LUT levels")
     over = [f"{x['block']} {x['lut_levels']}" for x in md.get("over_limit", [])]
+    over += [f"{key} core {res[vk]['depth']['lut_levels']}" for key, (vk, _kw) in
+             CORE_VARIANTS.items() if vk != "core" and res.get(vk, {}).get("ok")
+             and res[vk]["depth"]["lut_levels"] > lim]
     if over or (wc.get("ok") and wc["depth"]["lut_levels"] > lim):
         out.append(f"paths above {lim} LUT levels (rule of thumb for 4 ns on UltraScale+ -2, "
                    f"not a timing analysis): " + ", ".join(
@@ -420,8 +423,10 @@ def _git_rev():
 
 #: whole-core variants: name -> (synth.json key, ``build_core`` keyword arguments). ``lane``:
 #: the copy-lane core (``Datapath(copies="lane")``: every copy through the replication engine
-#: and one egress lane), a build option until it becomes the default.
-CORE_VARIANTS = {"default": ("core", {}), "lane": ("core_lane", {"copies": "lane"})}
+#: and one egress lane; the default since c263fb0); ``ports``: one deparser per output and
+#: bitmap multicast (the default before, a build option since).
+CORE_VARIANTS = {"default": ("core", {}), "lane": ("core_lane", {"copies": "lane"}),
+                 "ports": ("core_ports", {"copies": "ports"})}
 
 
 def core_only(out: Path, verilog_path="", *, jobs=1, timeout=None, cached_only=False,
@@ -486,8 +491,9 @@ def main(argv=None):
                          "the existing synth.json; VERILOG: the core's Verilog with the modules "
                          "its elements instantiate (default: generated now)")
     ap.add_argument("--core-variant", choices=sorted(CORE_VARIANTS), default="default",
-                    help="with --core-only: which core (lane: build_core(copies='lane'), the "
-                         "copy-lane core, stored as synth.json['core_lane'])")
+                    help="with --core-only: which core (lane: build_core(copies='lane'), "
+                         "stored as synth.json['core_lane']; ports: copies='ports', "
+                         "synth.json['core_ports'])")
     ap.add_argument("--core-commit", default=None,
                     help="with --core-only VERILOG: the revision that Verilog was generated "
                          "from (recorded in the entry's 'commit')")

@@ -114,16 +114,18 @@ def synth_lines(syn):
                      + (" c" if wc.get("cached") else ""))
     if wc.get("method") == "hierarchical":
         lines += hier_lines(wc)
-    wl = syn.get("core_lane", {})
-    if wl.get("ok"):
-        lv = wl["depth"]["lut_levels"]
-        lines.append(f" {'copy-lane core (build option)':<36}{wl['LUT']:>7,} {wl['FF']:>7,} "
-                     f"{_fmt(wl['BRAM36_equiv'], 1):>6} {wl['DSP']:>4} {lv:>4}"
-                     f"{' !' if lv > lim else '  '}   {wl.get('yosys_seconds')}"
-                     f"  (URAM {wl['URAM']}; {wl.get('commit', '?')})")
-        lines += hier_lines(wl)
-    elif wl:
-        lines += _wrap(f" copy-lane core: not complete: {str(wl.get('error'))[:160]}")
+    for vkey, label in (("core_lane", "copy-lane core (copies=lane)"),
+                        ("core_ports", "ports core (copies=ports)")):
+        wl = syn.get(vkey, {})
+        if wl.get("ok"):
+            lv = wl["depth"]["lut_levels"]
+            lines.append(f" {label:<36}{wl['LUT']:>7,} {wl['FF']:>7,} "
+                         f"{_fmt(wl['BRAM36_equiv'], 1):>6} {wl['DSP']:>4} {lv:>4}"
+                         f"{' !' if lv > lim else '  '}   {wl.get('yosys_seconds')}"
+                         f"  (URAM {wl['URAM']}; {wl.get('commit', '?')})")
+            lines += hier_lines(wl)
+        elif wl:
+            lines += _wrap(f" {label}: not complete: {str(wl.get('error'))[:160]}")
     lines.append(f"  ! = above {lim} LUT levels (the 250 MHz rule of thumb); c = cached; "
                  f"'= x': same Verilog as block x (synthesised once)")
     for name, r in syn.get("standalone", {}).items():

@@ -312,7 +312,7 @@ def test_core_variant_sits_beside_the_default_core(tmp_path):
                for f in saved["findings"])
     from netstor.bench.report import synth_lines
     text = "\n".join(synth_lines(saved))
-    assert "copy-lane core (build option)" in text and "bbb" in text
+    assert "copy-lane core (copies=lane)" in text and "bbb" in text
 
 
 def test_equivalent_module_joins_through_renamed_auto_ports(tmp_path):
