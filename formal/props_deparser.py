@@ -306,10 +306,14 @@ class DeparserChecksumProps(wiring.Component):
             return list(reversed(_words(byts)))  # the block's order: the last word first
         udp_pairs = ip_pairs[3:] + [(orig.sport, f("udp.sport")), (orig.dport, f("udp.dport"))]
         app_pairs = list(zip(app_word_list(orig.app), app_word_list(f("app"))))
-        # the integer sum in the block's grouping (3 app words a group): integer addition
+        # the integer sum in the block's grouping (APP_GROUP app words a group): integer addition
         # with no truncation, so the grouping changes nothing but the solver's work
-        groups = [sum(term(o, n) for o, n in app_pairs[k:k + 3])
-                  for k in range(0, len(app_pairs), 3)]
+        # (each group zero-extended to 20 bits, the block's register width: no change of
+        # value, but the same adder shapes in A2, which Yosys then merges)
+        G = deparser.APP_GROUP
+        groups = [sum(term(o, n) for o, n in app_pairs[k:k + G])
+                  for k in range(0, len(app_pairs), G)]
+        groups = [Cat(g, Const(0, max(0, 20 - len(g)))) for g in groups]
         total = (sum(term(o, n) for o, n in udp_pairs) + _inv(csum_in)
                  + Mux(hdr, sum(groups), 0))
         c = _inv(ones_fold(total))
