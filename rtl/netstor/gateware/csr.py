@@ -345,7 +345,8 @@ class AxiLiteCsr(wiring.Component):
     cycle 3; one read per 4 cycles. Responses are always OKAY. (Every decoder is a tree of
     registered stages so that no path is deeper than a few LUTs at any map size.)
 
-    Counters: a 64-bit accumulator each, ``acc += inc`` every cycle. Reading the low word
+    Counters: a 64-bit accumulator each, ``acc += inc`` every cycle (``inc`` registered first:
+    a counter counts one cycle after its event). Reading the low word
     returns bits 31:0 and copies bits 63:32 into the counter's high-word shadow in the same
     cycle (R1); the high word reads the shadow.
 
@@ -567,7 +568,11 @@ class AxiLiteCsr(wiring.Component):
             safe = c.name.replace(".", "__")
             acc = Signal(64, name=f"{safe}_acc")
             shadow = Signal(32, name=f"{safe}_hi", reset_less=True)
-            m.d.sync += acc.eq(acc + c.inc)   # a clear below overrides this
+            # the increment registered first: it comes from anywhere in the data path, and
+            # its logic plus the 64-bit add made the deepest paths across modules
+            inc = Signal(len(c.inc), name=f"{safe}_inc_r")
+            m.d.sync += inc.eq(c.inc)
+            m.d.sync += acc.eq(acc + inc)     # a clear below overrides this
             word = c.offset // 4
             reads[word] = acc[:32]
             reads[word + 1] = shadow

@@ -136,7 +136,7 @@ class Datapath(wiring.Component):
             # idle unicast: t0 (PHV after the stages) -> descriptor at t1 -> the engine's
             # first copy 1 cycle later (go, the express way) -> PHV read, registered (2) -> egress elements
             # -> prep -> the truncator -> the egress queue
-            self.latency = (FIRST_TO_PHV + S + 1 + ENGINE_LATENCY + 2 + E + PREP_LATENCY
+            self.latency = (FIRST_TO_PHV + S + 1 + ENGINE_LATENCY + 2 + E + 1 + PREP_LATENCY
                             + TRUNC_LATENCY)
 
     # CSR declarations happen at construction so the schema is complete before elaboration
@@ -418,18 +418,21 @@ class Datapath(wiring.Component):
         egress = m.submodules.egress = self.egress
         m.d.comb += [egress.i[0].valid.eq(c2v), egress.i[0].payload.eq(c2_phv),
                      egress.i[1].valid.eq(c2rv), egress.i[1].payload.eq(c2_phv)]
-        eorig = m.submodules.egress_orig = DelayLine(ol.size, E)
+        # the copy's PHV (the egress lane's, or the recirculation copy's, which the egress
+        # elements do not run on) registered before the deparser: the 2:1 choice in front of
+        # the deparser's first prep cycle made its app-window sums 9 LUT levels deep
+        eorig = m.submodules.egress_orig = DelayLine(ol.size, E + 1)
         m.d.comb += eorig.i.eq(c2_orig)
-        xv = Signal()
-        xphv = Signal(phv_l)
-        xrc = egress.o[1].valid
-        m.d.comb += [xv.eq(egress.o[0].valid | xrc),
-                     xphv.eq(Mux(xrc, egress.o[1].payload, egress.o[0].payload))]
+        xv, xrc = Signal(), Signal(reset_less=True)
+        xphv = Signal(phv_l, reset_less=True)
+        m.d.sync += [xv.eq(egress.o[0].valid | egress.o[1].valid), xrc.eq(egress.o[1].valid),
+                     xphv.eq(Mux(egress.o[1].valid, egress.o[1].payload,
+                                 egress.o[0].payload))]
 
         # ---- the copy's beats, delayed to meet the deparser's window ---------------------------
         # the first beat leaves the lane LANE_LATENCY cycles after go; the window is ready
         # 2 + E + PREP_LATENCY cycles after go
-        BD = 2 + E + PREP_LATENCY - LANE_LATENCY
+        BD = 2 + E + 1 + PREP_LATENCY - LANE_LATENCY
         ll = lane_layout(dw, UW)
         bline = m.submodules.copy_beats = DelayLine(1 + ll.size, BD)
         m.d.comb += bline.i.eq(Cat(lane.o.valid, lane.o.payload))

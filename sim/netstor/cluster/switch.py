@@ -14,7 +14,7 @@ model's API (``process(frame, ingress_port, arrival=) -> [Output(port, frame, us
   pipeline takes one 64-byte beat per cycle of its 250 MHz clock, so a frame of
   ``beats = ceil(len / 64)`` occupies the input for ``beats`` cycles (frames queue behind each
   other); its outputs leave ``beats + BASE_CYCLES`` cycles after it entered (the build's header-path
-  latency + 5: 67 with the copy lane's 62-cycle header path). The hardware ``arrival``
+  latency + 5: 68 with the copy lane's 63-cycle header path). The hardware ``arrival``
   timestamp is the virtual time in 250 MHz cycles, modulo 2^32.
 * **Recirculation.** When the model can defer recirculated passes (``model.deferred``, see
   :meth:`netstor.model.dataplane.DataplaneModel.run_deferred`), a recirculated copy re-enters the
@@ -55,7 +55,7 @@ def _base_cycles():
     return int(load_schema()["latency_cycles"]) + 5
 
 
-#: fixed cycles of a pass on top of the frame's beats (67 with the copy lane's 62-cycle header
+#: fixed cycles of a pass on top of the frame's beats (68 with the copy lane's 63-cycle header
 #: path; 46 before issue 12's timing work)
 BASE_CYCLES = _base_cycles()
 
