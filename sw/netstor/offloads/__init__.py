@@ -21,6 +21,7 @@ BUILTIN = [
     "netstor.offloads.netclone",
     "netstor.offloads.netrs",
     "netstor.offloads.xorinc",          # bitstream=False: model, test bed, simulator only
+    "netstor.offloads.netlr",           # bitstream=False: model, test bed, simulator only
 ]
 
 

@@ -1,0 +1,25 @@
+"""NetLR: in-network leaderless replication (Kim & Lee, VLDB 2022), one folder. Protocol:
+``docs/netlr.md``.
+
+* :mod:`.header` -- the 26-byte header, declared once (program view, agents, scapy, Lua), the
+  key -> (fingerprint, slot, group) rules.
+* :mod:`.program` -- the data-plane program: switch-assigned write sequence, one copy per live
+  replica of the group (copy-list multicast, each copy rewritten from its rid), ack
+  aggregation in the inconsistent-object list, reads steered to the latest consistent replica
+  or round robin.
+* :mod:`.config` -- the ``netlr:`` configuration section (replica groups, rids, liveness).
+
+Not in the default bitstream (``bitstream=False``): NetLR runs in the golden model, the test
+bed and the simulator: ``netstor.programs.default_pipeline(extra=("netlr",))``.
+"""
+from netstor.offload import Offload
+
+OFFLOAD = Offload(
+    name="netlr",
+    title="NetLR (in-network leaderless replication)",
+    udp_port=7460,
+    program=f"{__name__}.program:make_netlr",
+    header=f"{__name__}.header:HEADER",
+    wire=f"{__name__}.header:wire",
+    bitstream=False,
+)
