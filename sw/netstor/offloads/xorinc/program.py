@@ -21,7 +21,10 @@ any IPv4 packet unless this program decides otherwise:
   then the parity chunks ``k..n-1``). Egress, per copy: table ``xi.delta`` (exact on
   ``code``, ``chunk``, ``rid``) gives the node's addresses and the coefficient (1 for the
   data node, ``C[i][chunk]`` for parity ``k + i``); :class:`GFScale` multiplies the copy's
-  data by it and ``src`` is set to the target chunk index. A completing packet without a
+  data by it and ``src`` is set to the target chunk index. Every copy's IPv4 source becomes
+  the requester's (``req_addr``): the completing packet may be the data node's UPD_OLD, and a
+  copy back to the data node from its own address is a martian to Linux (dropped unless
+  ``accept_local`` is set). A completing packet without a
   group is dropped (``xi.groups.miss``).
 * Every other type (READ, READ_REPLY, REPAIR, REPAIRED, DELTA, ACK, TIMEOUT) is only routed.
 
@@ -88,7 +91,8 @@ def make_xorinc(n_ports=2, *, n_ops=N_OPS, chunk_beats=CHUNK_BEATS, timeout=0):
     # egress, per delta copy: the node's addresses, the parity's coefficient, the scale
     node = Action("node", {"coeff": 8, "ip": 32, "mac": 48, "smac": 48}, lambda a: [
         Set(ehit, 1), Set(ecoeff, a.coeff), Set(F.ipv4.dst, a.ip), Set(F.eth.dst, a.mac),
-        Set(F.eth.src, a.smac), Set(h["src"], F.meta.rid[0:8] - 1)])
+        Set(F.eth.src, a.smac), Set(F.ipv4.src, h["req_addr"]),
+        Set(h["src"], F.meta.rid[0:8] - 1)])
     mine = p.selected & is_delta
     p.add_egress(Table("delta", kind="exact", key=[h["code"], h["chunk"], F.meta.rid[0:8]],
                        size=DELTA_SIZE, ways=4, actions=[node], when=mine))

@@ -308,6 +308,10 @@ def test_update_delta_copies_against_galois():
                     h, d, _dport, dst, ucs = parse_out(o.frame)
                     assert h.type == T_DELTA and ucs == 0
                     assert dst == NODE_BASE + h.src        # the node holding chunk src
+                    # every copy's source is the requester (the data node's own address
+                    # would be a martian to it), and the IPv4 header checksum still holds
+                    assert int.from_bytes(o.frame[26:30], "big") == CLIENT[0]
+                    assert _ip_csum(o.frame[14:34]) == 0
                     targets.add(h.src)
                     # the node XORs the (scaled) delta into its chunk
                     seg = st[h.src, pos:pos + len(d)]
@@ -317,6 +321,14 @@ def test_update_delta_copies_against_galois():
             want[j] = new
             assert np.array_equal(st[:k], want)
             assert np.array_equal(st[k:], ref_parity(want, r)), (k, r, j, kind)
+
+
+def _ip_csum(hdr):
+    """The ones'-complement sum of an IPv4 header (0 when its checksum is right)."""
+    t = sum(int.from_bytes(hdr[i:i + 2], "big") for i in range(0, len(hdr), 2))
+    while t >> 16:
+        t = (t & 0xFFFF) + (t >> 16)
+    return t ^ 0xFFFF
 
 
 def test_engine_element_equals_gf_engine():
