@@ -21,5 +21,6 @@ OFFLOAD = Offload(
     program=f"{__name__}.program:make_netlr",
     header=f"{__name__}.header:HEADER",
     wire=f"{__name__}.header:wire",
+    codec=f"{__name__}.codec:NetLrCodec",
     bitstream=False,
 )
