@@ -21,6 +21,7 @@ OFFLOAD = Offload(
     program=f"{__name__}.program:make_netlr",
     header=f"{__name__}.header:HEADER",
     wire=f"{__name__}.header:wire",
+    config_section=f"{__name__}.config:apply_section",
     codec=f"{__name__}.codec:NetLrCodec",
     bitstream=False,
 )
