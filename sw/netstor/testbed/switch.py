@@ -81,14 +81,18 @@ class _Stop:
 
 
 def run_model_switch(ifaces, writes, regs=(), *, stats_json=None, host_pcap=None, stop=None,
-                     duration=None, control=None, out=None, pipeline=None, groups=None):
+                     duration=None, control=None, out=None, pipeline=None, groups=None,
+                     dataplane=None):
     """Forward between ``ifaces`` through the golden model until ``stop.flag`` (or
     ``duration`` seconds); returns the final stats dict. ``pipeline``, ``groups``: the
-    model's (:class:`ModelDataplane`; default the default pipeline)."""
+    model's (:class:`ModelDataplane`; default the default pipeline). ``dataplane``: a
+    :class:`ModelDataplane` the caller built (and may change at run time under its
+    ``lock``); ``writes``, ``regs``, ``control``, ``pipeline``, ``groups`` are then unused."""
     out = out or sys.stdout
     socks = [PortSocket(i, timestamps=True) for i in ifaces]
     try:
-        dp = ModelDataplane(writes, regs, control=control, pipeline=pipeline, groups=groups)
+        dp = dataplane or ModelDataplane(writes, regs, control=control, pipeline=pipeline,
+                                         groups=groups)
     except BaseException:
         for s in socks:
             s.close()
