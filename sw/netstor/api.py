@@ -186,7 +186,7 @@ class Table:
             return w._pack(self.desc, loc[0], "key") in w._exact[self.name]
         if self.kind == "ternary":
             return loc[0] in w._ternary[self.name]
-        return any(e[:2] == tuple(loc) for e in w._lpm[self.name])
+        return tuple(loc) in w.lpm_routes(self.name)
 
     # ---- operations ----------------------------------------------------------------------------
     def add(self, match, action, params=None, *, mask=None, priority=None, **kw):
@@ -249,7 +249,7 @@ class Table:
             return w.exact_slots(self.name, loc[0])
         if self.kind == "ternary":
             return [loc[0]]
-        return [i for i, e in enumerate(w._lpm[self.name]) if e[:2] == tuple(loc)]
+        return w.lpm_addresses(self.name, *loc)
 
     def get(self, match):
         """The entry as read back from the device (a dict), or None."""

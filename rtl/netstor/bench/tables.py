@@ -1,7 +1,8 @@
 """Tables at scale, synthesised on their own (Yosys ``synth_xilinx -family xcup``): a
 64K-entry exact table (4-way hash in RAM), a 1K x 32-bit ternary table (the RAM TCAM, with
-5-bit chunks in LUTRAM and with 9-bit chunks in BRAM) and a 16K-prefix LPM table (64K slots
-in 64 hash banks of 1024, one prefix length per bank, :mod:`netstor.gateware.lpm`). Writes ``<out_dir>/tables.json``: per table the
+5-bit chunks in LUTRAM and with 9-bit chunks in BRAM) and LPM tables of 16K prefixes (64K slots
+in 64 hash banks of 1024, one prefix length per bank, :mod:`netstor.gateware.lpm`) and 4K
+prefixes (16K slots in 32 banks of 512). Writes ``<out_dir>/tables.json``: per table the
 entries, key bits, LUT, FF, BRAM36 (equivalent), URAM, LUT levels (the longest
 register-to-register path of the mapped netlist) and the latency in cycles.
 
@@ -31,6 +32,8 @@ CASES = {
     # a lookup port and a host read/write port is a true dual-port RAMB18 of 1K x 18 per 18
     # bits: 512-slot banks take the same BRAM for half the slots)
     "lpm_16k": ("lpm", 1 << 16, {"lpm_banks": 64}),
+    # 4K prefixes at the same 4 slots per prefix: 32 banks x 512 slots
+    "lpm_4k": ("lpm", 1 << 14, {"lpm_banks": 32}),
 }
 
 

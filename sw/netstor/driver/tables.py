@@ -34,6 +34,22 @@ between their banks to free one (cuckoo hashing, at most :data:`CUCKOO_MOVES` mo
 written to its new slot before its old slot is reused), else to an unused bank, which is first
 given the route's length (``T.lengths``); a bank whose last route is deleted is released (its
 length word cleared). So a lookup sees every other route throughout an update.
+
+Prefix expansion (hashed LPM tables). The banks hold a set of *held* lengths (the lengths of
+the banks in use; or a fixed set, ``TableWriter(..., lpm_lengths={table: lengths})``). A
+route of a length ``L`` that is not held, when no free bank may take ``L`` (every bank in use,
+or ``L`` not in the fixed set), is expanded into the next held length ``H > L``: the
+``2**(H - L)`` prefixes of length ``H`` under it. The entry of prefix ``q`` of held length
+``H`` (previous held length ``H0``) is always the longest route of a length in ``(H0, H]``
+that covers ``q`` (controlled prefix expansion): so an expansion never replaces a longer real
+route, and deleting a route brings back what it covered (a shorter route's expansion, or
+nothing). Since a route's bucket (the least held length ``>= L``) grows with ``L``, the
+longest held length that hits gives the longest route that matches. When a free bank takes a
+new held length ``L``, the routes of lengths ``(H0, L]`` move from the next held length's
+bucket into it (their entries there are written first, then the old ones removed), so every
+lookup gives the table's answer before or after the update. The writer keeps the routes as
+given (:meth:`TableWriter.lpm_routes`); a writer that loads a table from the device
+(:meth:`TableWriter.load_shadow`) sees its entries as routes (expansions included).
 """
 
 from __future__ import annotations
@@ -175,15 +191,58 @@ _FREE = (None, None, 0, 0)
 
 class _LpmSlots(list):
     """Shadow of a hashed LPM table: one ``(prefix, len, action id, params)`` per address
-    (:data:`_FREE` when empty), each bank's length (None: unused), its route count and where
-    each route sits. A list, so code that indexes LPM shadows by address keeps working."""
+    (:data:`_FREE` when empty; ``len`` is the bank's held length), each bank's length (None:
+    unused), its entry count and where each entry sits; ``routes``: the routes as given,
+    ``(prefix, len) -> (action id, params)``, expansions not included; ``fixed``: the held
+    lengths allowed (None: any). A list, so code that indexes LPM shadows by address keeps
+    working. Changes between :meth:`begin` and :meth:`commit` can be undone
+    (:meth:`rollback`)."""
 
-    def __init__(self, t):
+    def __init__(self, t, fixed=None):
         super().__init__([_FREE] * t.size)
         self.kw, self.depth = t.key_width, t.depth
         self.bank_len = [None] * t.ways
         self.used = [0] * t.ways
         self.where = {}
+        self.routes = {}
+        self.fixed = None if fixed is None else frozenset(fixed)
+        self._undo = None
+
+    # ---- undo log
+    def begin(self):
+        self._undo = []
+
+    def commit(self):
+        self._undo = None
+
+    def rollback(self):
+        undo, self._undo = self._undo, None
+        for f in reversed(undo):
+            f()
+
+    def _log(self, f):
+        if self._undo is not None:
+            self._undo.append(f)
+
+    def set_route(self, key, val):
+        old = self.routes.get(key)
+        self.routes[key] = val
+        self._log(lambda: self.routes.__setitem__(key, old) if old is not None
+                  else self.routes.pop(key))
+
+    def del_route(self, key):
+        old = self.routes.pop(key)
+        self._log(lambda: self.routes.__setitem__(key, old))
+
+    def set_bank(self, b, length):
+        old = self.bank_len[b]
+        self.bank_len[b] = length
+        self._log(lambda: self.bank_len.__setitem__(b, old))
+
+    # ---- placement
+    def held(self):
+        """The held lengths, ascending."""
+        return sorted({n for n in self.bank_len if n is not None})
 
     def slot(self, bank, prefix):
         return bank * self.depth + lpm_slot(prefix, bank, self.kw, self.depth)
@@ -200,31 +259,67 @@ class _LpmSlots(list):
                           lambda a: self[a] is _FREE, max_moves)
 
     def put(self, addr, entry):
+        old = self[addr]
+        if old is not _FREE:
+            del self.where[old[:2]]
+            self.used[addr // self.depth] -= 1
         self[addr] = entry
         self.used[addr // self.depth] += 1
         self.where[entry[:2]] = addr
+        self._log(lambda: self._restore(addr, old))
 
     def take(self, addr):
-        del self.where[self[addr][:2]]
+        old = self[addr]
+        del self.where[old[:2]]
         self[addr] = _FREE
         b = addr // self.depth
         self.used[b] -= 1
+        self._log(lambda: self._restore(addr, old))
         return b
+
+    def _restore(self, addr, entry):
+        cur = self[addr]
+        if cur is not _FREE:
+            del self.where[cur[:2]]
+            self.used[addr // self.depth] -= 1
+        self[addr] = entry
+        if entry is not _FREE:
+            self.used[addr // self.depth] += 1
+            self.where[entry[:2]] = addr
+
+    def free_room(self, length):
+        """Free slots a bucket of held ``length`` could still use: its banks' and the
+        unused banks' (an upper bound: a slot taken by hashing may not be reachable)."""
+        return sum(self.depth - self.used[b] for b, n in enumerate(self.bank_len)
+                   if n == length or n is None)
+
+
+#: at most this many entries for one route's expansion (2**(H - L)); beyond, the route is
+#: refused (TableFullError) rather than written as a long burst of entries
+LPM_EXPAND_MAX = 1 << 16
 
 
 class TableWriter:
     """Encoders for the tables, default actions, register banks and multicast groups of
     ``pipeline`` (a :class:`netstor.lang.Pipeline`)."""
 
-    def __init__(self, pipeline):
+    def __init__(self, pipeline, lpm_lengths=None):
+        """``lpm_lengths``: ``{table: lengths}``, the prefix lengths the banks of a hashed LPM
+        table may hold (other lengths are expanded into the next longer one, see the module
+        docstring; it must include the longest route length used); tables not named hold any
+        length while banks last."""
         self.pipeline = pipeline
+        self._lpm_fixed = dict(lpm_lengths or {})
         self.tables = {t.qualname: t for t in pipeline.tables}
         self.banks = {b.qualname: b for b in pipeline.banks}
         self._exact = {n: ExactShadow() for n, t in self.tables.items()
                        if t.kind == "exact"}   # key -> addr (and the words, for moves)
         self._h3 = {}
         self._ternary = {n: {} for n, t in self.tables.items() if t.kind == "ternary"}
-        self._lpm = {n: (_LpmSlots(t) if _hashed(t) else [])
+        unknown = set(self._lpm_fixed) - {n for n, t in self.tables.items() if _hashed(t)}
+        if unknown:
+            raise ValueError(f"lpm_lengths: no hashed LPM table(s) {sorted(unknown)}")
+        self._lpm = {n: (_LpmSlots(t, self._lpm_fixed.get(n)) if _hashed(t) else [])
                      for n, t in self.tables.items() if t.kind == "lpm"}
 
     # ---- helpers -------------------------------------------------------------------------------
@@ -397,11 +492,108 @@ class TableWriter:
 
     def _lpm_hash_add(self, t, slots, new, mask):
         prefix, plen, aid, pword = new
-        word = self._ternary_word(t, prefix, mask, aid, pword)
-        addr = slots.where.get((prefix, plen))
-        if addr is not None:                       # update in place: one atomic word
-            slots[addr] = new
-            return [(t.qualname, addr, word)]
+        slots.begin()
+        try:
+            slots.set_route((prefix, plen), (aid, pword))
+            out = []
+            held = slots.held()
+            # the length the route's bucket should have: its own, or with a fixed set the
+            # least allowed length >= it; a free bank takes it if it is not held yet (with
+            # banks taken as lengths come, one is kept while a longer length is held)
+            want = plen if slots.fixed is None else \
+                min((n for n in slots.fixed if n >= plen), default=None)
+            if want is not None and want not in held and None in slots.bank_len \
+                    and (slots.fixed is not None or not any(h > want for h in held)
+                         or self._lpm_spare(t, slots)):
+                out += self._lpm_hold(t, slots, want)
+            out += self._lpm_refresh_route(t, slots, prefix, plen)
+        except TableFullError:
+            slots.rollback()
+            raise
+        slots.commit()
+        return out
+
+    @staticmethod
+    def _lpm_spare(t, slots):
+        """A new held length may take a free bank when it leaves one for growth (or when
+        only one held length exists)."""
+        return slots.bank_len.count(None) >= 2 or len(slots.held()) < 2
+
+    def _lpm_bucket(self, slots, plen):
+        """``(lo, h)``: the held length ``h`` whose entries carry routes of ``plen`` (the
+        least held length ``>= plen``), ``lo`` the held length before it (-1: none)."""
+        lo = -1
+        for h in slots.held():
+            if h >= plen:
+                return lo, h
+            lo = h
+        return lo, None
+
+    def _lpm_want(self, slots, q, lo, h):
+        """The entry that prefix ``q`` of held length ``h`` should hold: the longest route
+        of a length in ``(lo, h]`` that covers it, as ``(q, h, aid, params)``, or None."""
+        kw = slots.kw
+        for n in range(h, lo, -1):
+            r = slots.routes.get((q & (_mask(n) << (kw - n)), n))
+            if r is not None:
+                return (q, h, r[0], r[1])
+        return None
+
+    @staticmethod
+    def _lpm_under(kw, prefix, plen, h):
+        """The prefixes of length ``h >= plen`` under ``prefix/plen``."""
+        step = 1 << (kw - h)
+        return range(prefix, prefix + (step << (h - plen)), step)
+
+    @staticmethod
+    def _lpm_count(slots, h):
+        return sum(u for u, n in zip(slots.used, slots.bank_len) if n == h)
+
+    def _lpm_refresh_route(self, t, slots, prefix, plen):
+        """Bring every entry under route ``prefix/plen`` in its bucket to what it should be."""
+        lo, h = self._lpm_bucket(slots, plen)
+        if h is None:
+            raise TableFullError(t.qualname, f"{prefix:#x}/{plen}",
+                                 f"no bank holds /{plen} or a longer length and no bank may "
+                                 f"take /{plen} (held: {slots.held()}, {t.ways} banks)")
+        n = 1 << (h - plen)
+        if n > 1 and (n > LPM_EXPAND_MAX or n > self._lpm_count(slots, h) + slots.free_room(h)):
+            raise TableFullError(t.qualname, f"{prefix:#x}/{plen}",
+                                 f"its expansion into /{h} takes {n} entries")
+        out = []
+        for q in self._lpm_under(slots.kw, prefix, plen, h):
+            out += self._lpm_refresh(t, slots, q, lo, h)
+        return out
+
+    def _lpm_refresh(self, t, slots, q, lo, h):
+        """Writes that bring the entry of prefix ``q`` of held length ``h`` to
+        :meth:`_lpm_want` (none if it is already there)."""
+        want = self._lpm_want(slots, q, lo, h)
+        addr = slots.where.get((q, h))
+        if addr is not None:
+            if want == slots[addr]:
+                return []
+            if want is not None:                   # update in place: one atomic word
+                slots.put(addr, want)
+                return [(t.qualname, addr, self._lpm_word(t, want))]
+            b = slots.take(addr)
+            out = [(t.qualname, addr, 0)]
+            if slots.used[b] == 0:                 # the bank is empty: release it
+                slots.set_bank(b, None)
+                out.append((f"{t.qualname}.lengths", b, 0))
+            return out
+        if want is None:
+            return []
+        return self._lpm_place(t, slots, want)
+
+    def _lpm_word(self, t, e):
+        return self._ternary_word(t, e[0], _mask(e[1]) << (t.key_width - e[1]), e[2], e[3])
+
+    def _lpm_place(self, t, slots, new):
+        """Writes that place entry ``new`` (not present) in a bank of its length: its free
+        slot, else a cuckoo chain, else an unused bank."""
+        prefix, plen = new[:2]
+        word = self._lpm_word(t, new)
         mine = [b for b in range(t.ways) if slots.bank_len[b] == plen]
         for b in mine:
             a = slots.slot(b, prefix)
@@ -418,14 +610,13 @@ class TableWriter:
                 e = slots[src]
                 slots.take(src)
                 slots.put(dst, e)
-                out.append((t.qualname, dst, self._ternary_word(
-                    t, e[0], _mask(e[1]) << (t.key_width - e[1]), e[2], e[3])))
+                out.append((t.qualname, dst, self._lpm_word(t, e)))
             slots.put(path[0], new)
             out.append((t.qualname, path[0], word))
             return out
         for b in range(t.ways):
             if slots.bank_len[b] is None:          # an unused bank takes the length first
-                slots.bank_len[b] = plen
+                slots.set_bank(b, plen)
                 a = slots.slot(b, prefix)
                 slots.put(a, new)
                 return [(f"{t.qualname}.lengths", b, 1 | plen << 1), (t.qualname, a, word)]
@@ -433,25 +624,81 @@ class TableWriter:
                              f"no bank of length {plen} has its slot free and all "
                              f"{t.ways} banks are in use")
 
+    def _lpm_hold(self, t, slots, plen):
+        """A free bank takes length ``plen`` (not held yet): the routes of lengths ``(lo,
+        plen]`` move from the next held length's bucket into the new one, new entries first,
+        then the old ones are brought to what the next bucket should now hold."""
+        lo, hi = self._lpm_bucket(slots, plen)
+        b = slots.bank_len.index(None)
+        slots.set_bank(b, plen)
+        out = [(f"{t.qualname}.lengths", b, 1 | plen << 1)]
+        moved = sorted(r for r in slots.routes if lo < r[1] <= plen)
+        for prefix, n in moved:
+            out += self._lpm_refresh_route(t, slots, prefix, n)
+        if hi is not None:
+            for prefix, n in moved:
+                if 1 << (hi - n) > LPM_EXPAND_MAX:     # never installed there (the new route)
+                    continue
+                for q in self._lpm_under(slots.kw, prefix, n, hi):
+                    if (q, hi) in slots.where:
+                        out += self._lpm_refresh(t, slots, q, plen, hi)
+        return out
+
     def lpm_delete(self, table, prefix, prefix_len):
         t = self._table(table, "lpm")
         self._prefix(t, prefix, prefix_len)
         entries = self._lpm[table]
         if isinstance(entries, _LpmSlots):
-            addr = entries.where.get((prefix, prefix_len))
-            if addr is None:
+            if (prefix, prefix_len) not in entries.routes:
                 raise KeyError(f"table {table}: no route {prefix:#x}/{prefix_len}")
-            b = entries.take(addr)
-            out = [(table, addr, 0)]
-            if entries.used[b] == 0:               # the bank is empty: release it
-                entries.bank_len[b] = None
-                out.append((f"{table}.lengths", b, 0))
+            # the route's entries become what covers them without it (a shorter route's
+            # expansion, or nothing; emptied banks are released)
+            entries.begin()
+            try:
+                entries.del_route((prefix, prefix_len))
+                out = self._lpm_refresh_route(t, entries, prefix, prefix_len)
+            except TableFullError:
+                entries.rollback()
+                raise
+            entries.commit()
             return out
         for i, e in enumerate(entries):
             if e[:2] == (prefix, prefix_len):
                 del entries[i]
                 return self._lpm_writes(t, entries, i, len(entries) + 1)
         raise KeyError(f"table {table}: no route {prefix:#x}/{prefix_len}")
+
+    def lpm_routes(self, table):
+        """The routes of an LPM table as given: ``{(prefix, prefix_len): (action name,
+        params)}`` (a hashed table's expansions are not routes)."""
+        t = self._table(table, "lpm")
+        ent = self._lpm[table]
+        items = (ent.routes.items() if isinstance(ent, _LpmSlots)
+                 else (((p, n), (a, w)) for p, n, a, w in ent))
+        return {k: (t.actions[a - 1].name if a else None,
+                    t.actions[a - 1].unpack_params(w) if a else {}) for k, (a, w) in items}
+
+    def lpm_addresses(self, table, prefix, prefix_len):
+        """Addresses of the entries route ``prefix/prefix_len`` gave (its own, or those of its
+        expansion that it still decides); [] if there is no such route."""
+        ent = self._lpm[self._table(table, "lpm").qualname]
+        if not isinstance(ent, _LpmSlots):
+            return [i for i, e in enumerate(ent) if e[:2] == (prefix, prefix_len)]
+        if (prefix, prefix_len) not in ent.routes:
+            return []
+        lo, h = self._lpm_bucket(ent, prefix_len)
+        if h is None or h - prefix_len > 16:
+            return []
+        return [ent.where[(q, h)] for q in self._lpm_under(ent.kw, prefix, prefix_len, h)
+                if (q, h) in ent.where and self._lpm_source(ent, q, lo, h) == prefix_len]
+
+    def _lpm_source(self, slots, q, lo, h):
+        """Length of the route that decides entry ``q`` of held length ``h`` (None)."""
+        kw = slots.kw
+        for n in range(h, lo, -1):
+            if (q & (_mask(n) << (kw - n)), n) in slots.routes:
+                return n
+        return None
 
     def lpm_entries(self, table):
         """Shadow of an LPM table: ``[(prefix, prefix_len, action name, params)]`` by address."""
@@ -544,7 +791,7 @@ class TableWriter:
             self._ternary[table] = {a: ((w >> 1) & _mask(kw), (w >> (1 + kw)) & _mask(kw))
                                     for a, w in enumerate(words) if w & 1}
         elif _hashed(t):
-            slots = _LpmSlots(t)
+            slots = _LpmSlots(t, self._lpm_fixed.get(table))
             for a, w in enumerate(words):
                 if not w & 1:
                     continue
@@ -560,7 +807,9 @@ class TableWriter:
                                      "where this writer places it")
                 slots.bank_len[b] = plen
                 rest = w >> (1 + 2 * kw)
-                slots.put(a, (prefix, plen, rest & _mask(t.action_bits), rest >> t.action_bits))
+                ent = (prefix, plen, rest & _mask(t.action_bits), rest >> t.action_bits)
+                slots.put(a, ent)
+                slots.routes[(prefix, plen)] = ent[2:]
             self._lpm[table] = slots
         else:
             entries = []
