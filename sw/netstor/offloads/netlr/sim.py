@@ -118,13 +118,34 @@ def _value(v, value_len):
 
 
 # ---- the NetLR switch rules in Python (the reference) ------------------------------------------
+class _Lazy(dict):
+    """Per-slot ack sets, made on first use (a million empty sets cost ~200 MB)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def __missing__(self, i):
+        s = self[i] = set()
+        return s
+
+
 class RefNetLR:
     """The NetLR data plane as ``docs/netlr.md`` states it, in plain Python: a model object with
     the golden model's API (``process``, ``mem_write``, ``reg_write``, ``counters``) wrapping
     a golden model of the default pipeline, which handles every frame that is not NetLR
-    (routing). State: the global write seq; per slot ``(fp, seq, consistent rid, acks)``; per
-    group the member rids in order and a round-robin register; per rid its addresses, switch
-    port and live bit. Set with :meth:`set_groups` / :meth:`set_rid` / :meth:`set_live`."""
+    (routing). State: the global write seq; per slot ``(fp, seq, consistent rid, the set of
+    live members that acked seq)``; per group the member rids in order and a round-robin
+    register; per rid its addresses, switch port and live bit. Set with :meth:`set_groups` /
+    :meth:`set_rid` / :meth:`set_live`.
+
+    Where the lead's protocol text leaves a choice, this follows ``docs/netlr.md`` / the
+    program: acks count distinct live members (a duplicate ack counts once), commit when every
+    live member acked; a write taking a free slot starts with the group's first live replica as
+    its consistent replica (the slot's own rid when it already held this object); a listed
+    read goes to the slot's rid as it is (no liveness check); the rotation register returns
+    its old value and wraps at the live count; a collided write still draws a sequence
+    number."""
 
     def __init__(self, pipeline, *, slots=1 << 17, inner=None):
         from netstor.cluster.switch import default_model_class
@@ -136,7 +157,8 @@ class RefNetLR:
         self.s_fp = [0] * slots
         self.s_seq = [0] * slots
         self.s_crid = [0] * slots       # 0: none yet
-        self.s_cnt = [0] * slots
+        self.s_acks = [set() for _ in range(slots)] if slots <= 1 << 12 else _Lazy(slots)
+        self.joining = set()            # rids in the write set but not counted/read (rejoin)
         self.gseq = 0
         self.members = {}               # group -> [rid] (copy-list order)
         self.rr = {}                    # group -> round-robin register
@@ -144,7 +166,8 @@ class RefNetLR:
         self.live = {}                  # rid -> bool
         self.c = {k: 0 for k in ("nl.reads", "nl.reads_listed", "nl.writes", "nl.copies",
                                  "nl.collide", "nl.acks", "nl.absorbed", "nl.commits",
-                                 "nl.stale", "nl.untrusted", "nl.no_replica")}
+                                 "nl.stale", "nl.untrusted", "nl.no_replica", "nl.ignored",
+                                 "nl.refused", "nl.no_group")}
 
     # ---- control plane
     def set_groups(self, groups):
@@ -192,35 +215,45 @@ class RefNetLR:
         if op == OP_READ:
             c["nl.reads"] += 1
             live = self.live_of(group)
-            if not live:
-                c["nl.no_replica"] += 1
+            if group not in self.members:
+                c["nl.no_group"] += 1
                 return []
-            if self.s_fp[i] == fp:
+            if not live:
+                c["nl.refused"] += 1
+                return []
+            old = self.rr[group]
+            self.rr[group] = 0 if old + 1 >= len(live) else old + 1
+            if self.s_fp[i] == fp and fp:
                 c["nl.reads_listed"] += 1
                 r = self.s_crid[i]
-                if not self.live.get(r) or r not in live:
-                    r = live[0]
             else:
-                k = self.rr[group] % len(live)
-                self.rr[group] = k + 1 if k + 1 < len(live) else 0
-                r = live[k]
+                r = live[old if old < len(live) else 0]
+            if r not in self.rids:
+                c["nl.no_replica"] += 1
+                return []
             head = _LR.pack(op, flags, group, slot, fp, seq, r, nrep, req)
             return [self._to(r, v, head)]
         if op == OP_WRITE:
             c["nl.writes"] += 1
             live = self.live_of(group)
+            if group not in self.members:
+                c["nl.no_group"] += 1
+                return []
+            if not live or fp == 0:
+                c["nl.refused"] += 1
+                return []
+            self.gseq = (self.gseq + 1) & 0xFFFF_FFFF
             if self.s_fp[i] not in (0, fp):
                 c["nl.collide"] += 1
                 return []
-            if not live:
-                c["nl.no_replica"] += 1
-                return []
-            self.gseq = (self.gseq + 1) & 0xFFFF_FFFF
-            self.s_fp[i], self.s_seq[i], self.s_cnt[i] = fp, self.gseq, 0
+            if self.s_fp[i] == 0:
+                self.s_crid[i] = live[0]
+            self.s_fp[i], self.s_seq[i], self.s_acks[i] = fp, self.gseq, set()
             out = []
-            for r in live:
-                head = _LR.pack(op, flags, group, slot, fp, self.gseq, r, len(live), req)
-                out.append(self._to(r, v, head))
+            for r in self.members[group]:
+                if self.live.get(r) or r in self.joining:
+                    head = _LR.pack(op, flags, group, slot, fp, self.gseq, r, len(live), req)
+                    out.append(self._to(r, v, head))
             c["nl.copies"] += len(out)
             return out
         if op == OP_WRITE_REPLY:
@@ -228,14 +261,20 @@ class RefNetLR:
             if known is None or known[0] != v.src_ip:
                 c["nl.untrusted"] += 1
                 return []
-            if self.s_fp[i] != fp or self.s_seq[i] != seq or not self.live.get(rid) \
-                    or rid not in self.members.get(group, ()):
+            if group not in self.members:
+                c["nl.no_group"] += 1
+                return []
+            live = self.live_of(group)
+            if rid not in live:
+                c["nl.ignored"] += 1
+                return []
+            if self.s_fp[i] != fp or self.s_seq[i] != seq:
                 c["nl.stale"] += 1
                 return []
             c["nl.acks"] += 1
-            self.s_cnt[i] += 1
+            self.s_acks[i].add(rid)
             self.s_crid[i] = rid
-            if self.s_cnt[i] >= len(self.live_of(group)):
+            if all(r in self.s_acks[i] for r in live):
                 self.s_fp[i] = 0
                 c["nl.commits"] += 1
                 return self.inner.process(frame, ingress_port, user=user, arrival=arrival)
@@ -267,6 +306,7 @@ class Replica:
         self.queue = deque()
         self.in_service = 0
         self.busy_ns = 0
+        self.busy_window_ns = 0       # service time inside [0, last arrival]
         self.alive = True
         self.store = {}
         self.valid = {}               # hermes: key -> False while invalid
@@ -275,6 +315,9 @@ class Replica:
         self.handled = [0] * len(KINDS)
         self._u, self._v = run.draws
         self.ctrl_cost = run.ctrl_cost
+        self.dedup = run.dedup
+        self.applied = set()          # request ids applied (dedup)
+        self.dups = 0
 
     def cpu(self, draw, kind, fn, *args):
         """Queue one message: ``fn(*args)`` runs when a worker has spent its service time."""
@@ -294,6 +337,9 @@ class Replica:
         if kind in (K_ACK, K_VAL):
             t = int(t * self.ctrl_cost)
         self.busy_ns += t
+        now, end = self.sim.now, self.run.window_end
+        if now < end:
+            self.busy_window_ns += min(t, end - now)
         self.sim.after(t, self._done, job)
 
     def _done(self, job):
@@ -310,7 +356,15 @@ class Replica:
         self.queue.clear()
         self.parked.clear()
 
-    def apply(self, key, version, value):
+    def apply(self, key, version, value, req=None):
+        """Store ``value`` if ``version`` is newer than the stored one. With the run's
+        ``dedup``, a write whose request id this replica applied before (a client's retry)
+        changes nothing (its ack still goes out)."""
+        if self.dedup and req is not None:
+            if req in self.applied:
+                self.dups += 1
+                return False
+            self.applied.add(req)
         old = self.store.get(key)
         if old is None or version > old[0]:
             self.store[key] = (version, value)
@@ -439,7 +493,7 @@ class _NetLR:
         kb = p[LR_LEN:LR_LEN + KEY_LEN]
         if op == OP_WRITE:
             val = int.from_bytes(p[LR_LEN + KEY_LEN:LR_LEN + KEY_LEN + 8], "big")
-            rep.apply(key, seq, val)
+            rep.apply(key, seq, val, req)
             head = _LR.pack(OP_WRITE_REPLY, flags, group, slot, fp, seq, rep.rid, nrep, req)
             rep.send(view.src_ip, NETLR_UDP_PORT, view.sport, head + kb)
         elif op == OP_READ:
@@ -524,7 +578,7 @@ class _CR(_Baseline):
             return
         if op == B_WRITE:                         # the head versions the write
             ver = rep.store.get(key, (0, 0))[0] + 1
-        rep.apply(key, ver, val)
+        rep.apply(key, ver, val, req)
         if pos == len(ch) - 1:
             self.to_client(rep, B_WRITE_REPLY, cidx, ver, req, key)
         elif pos >= 0:
@@ -564,8 +618,8 @@ class _Hermes(_Baseline):
                 rep.parked.setdefault(key, []).append((cidx, req))
         elif op == B_WRITE:
             ts = ((rep.store.get(key, (0, 0))[0] >> 3) + 1) << 3 | rep.index
-            rep.apply(key, ts, val)
-            rep.valid[key] = False
+            if rep.apply(key, ts, val, req):
+                rep.valid[key] = False
             others = [r for r in self.group() if r is not rep]
             rep.acks[(key, ts)] = [len(others), cidx, req]
             for r in others:
@@ -574,7 +628,7 @@ class _Hermes(_Baseline):
             if not others:
                 self._commit(rep, key, ts)
         elif op == B_INV:
-            if rep.apply(key, ts, val):
+            if rep.apply(key, ts, val, req):
                 rep.valid[key] = False
             coord = self.run.rid_replica[sender]
             rep.send(coord.host.ip, HERMES_PORT, HERMES_PORT,
@@ -611,12 +665,20 @@ _SCHEME_CLASSES = {"netlr": _NetLR, "cr": _CR, "hermes": _Hermes}
 
 
 # ---- the switch -----------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=4)
-def netlr_pipeline(n_ports=2):
+@functools.lru_cache(maxsize=8)
+def netlr_pipeline(n_ports=2, slots=None):
     """The pipeline the simulated NetLR switch runs: the default bitstream's programs plus
-    NetLR's (``default_pipeline(extra=("netlr",))``: NetLR is not in the bitstream yet)."""
+    NetLR's (``default_pipeline(extra=("netlr",))``: NetLR is not in the bitstream yet);
+    ``slots``: the same with NetLR's program built with that many slots (the slot sweep)."""
     from netstor.programs import default_pipeline
-    return default_pipeline(n_ports, extra=("netlr",))
+    base = default_pipeline(n_ports, extra=("netlr",))
+    if slots is None:
+        return base
+    from netstor.lang import Pipeline
+    from .program import make_netlr
+    progs = [make_netlr(n_ports, slots=slots) if getattr(p, "name", None) == "nl" else p
+             for p in base.programs]
+    return Pipeline(progs, n_ports=n_ports, guarded=True, mcast_groups=base.mcast_groups)
 
 
 @functools.lru_cache(maxsize=4)
@@ -647,6 +709,9 @@ class LrRun:
       measured), ``link_ns``, ``gbps``, ``slots`` (NetLR's inconsistent-object list).
     * ``fail``: ``(replica index, at_us)`` or None; ``detect_us``: the controller's delay from
       the failure to the table writes that remove the replica.
+    * ``dedup``: replicas remember the request ids they applied and do not apply a retried
+      write again (see :meth:`Replica.apply`); False: the protocol as the lead wrote it
+      (apply whenever the seq is newer), under which a retried write can take effect twice.
     * ``model_class``: the NetLR model's base class (None: compiled when available);
       ``trace``: switch input frames to record.
     """
@@ -656,7 +721,7 @@ class LrRun:
                  write_ratio=0.05, n_keys=1_000_000, value_len=64, retry_us=1_000.0,
                  timeout_us=20_000.0, warmup=0.1, link_ns=1_000, gbps=40.0, slots=1 << 17,
                  seed=1, fail=None, detect_us=1_000.0, switch="ref", model_class=None,
-                 trace=0, start_ns=0):
+                 trace=0, start_ns=0, dedup=False):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme {scheme!r}: one of {SCHEMES}")
         if not 1 <= replicas <= min(servers, 8):
@@ -674,6 +739,7 @@ class LrRun:
         self.retry_ns, self.timeout_ns = int(retry_us * 1e3), int(timeout_us * 1e3)
         self.warmup, self.slots = warmup, slots
         self.fail, self.detect_ns = fail, int(detect_us * 1e3)
+        self.dedup = bool(dedup)
         self.switch_kind = switch if scheme == "netlr" else "route"
         self.streams = Streams(seed)
         self.draws = (self.streams.counter("service/u"), self.streams.counter("service/v"))
@@ -684,7 +750,7 @@ class LrRun:
         self.config = route_config(self.plan)
         pipeline, mclass = None, None
         if self.switch_kind == "model":
-            pipeline = netlr_pipeline(2)
+            pipeline = netlr_pipeline(2, None if slots == 1 << 17 else slots)
             mclass = list_model_class(model_class)
         elif self.switch_kind == "ref":
             mclass = ref_model_class(slots)
@@ -716,6 +782,7 @@ class LrRun:
             self.clients.append(LrClient(self, hosts[h.name], c, arr, writes, keys, picks))
         self.vip = self.replicas[0].host.ip
         self.controller_log = []
+        self.window_end = 1 << 62
         if self.switch_kind == "model":
             self._configure_model()
         else:
@@ -729,22 +796,30 @@ class LrRun:
 
     # ---- NetLR on the data-plane model (the controller's section, .config)
     def netlr_section(self):
+        """The ``netlr:`` section the controller applies (:mod:`.config`): every replica's
+        addresses (rid = 1 + server index, behind wire port 1), the groups, ``down``."""
         ps = self.plan[self.n_clients:]
-        return {"replicas": {self.replicas[k].rid: {"ip": h.ip, "mac": h.mac, "port": h.segment}
+        return {"smac": ":".join(f"{b:02x}" for b in port_mac(1).to_bytes(6, "big")),
+                "replicas": {self.replicas[k].rid: {"ip": h.ip, "mac": h.mac,
+                                                    "port": h.segment}
                              for k, h in enumerate(ps)},
                 "groups": {g: list(r) for g, r in self.group_rids.items()},
-                "dead": sorted(r.rid for r in self.replicas if not r.alive
-                               and r.rid in self._removed)}
+                "down": sorted(self._removed)}
 
     _removed = ()
 
     def _configure_model(self):
+        from netstor.driver.tables import TableWriter
         from . import config as lrconfig
         writes, regs = cached_config_ops(self.config)
-        lr_writes = lrconfig.model_writes(self.switch.pipeline, self.netlr_section())
-        self.switch.apply_ops(list(writes) + list(lr_writes), regs)
+        self._writer = TableWriter(self.switch.pipeline)
+        _, lr = lrconfig.model_writes(self.switch.pipeline, self.netlr_section(),
+                                      writer=self._writer, trusted_ports=[1])
+        self.switch.apply_ops(list(writes) + list(lr), regs)
 
     def _controller_remove(self, index):
+        """The controller marks the replica down: the same section with ``down`` changed,
+        applied again (table and copy-list writes only)."""
         rep = self.replicas[index]
         self._removed = tuple(self._removed) + (rep.rid,)
         self.controller_log.append({"t_us": self.sim.now / 1e3, "removed_rid": rep.rid})
@@ -752,8 +827,9 @@ class LrRun:
             self.switch.model.set_live(rep.rid, False)
         elif self.switch_kind == "model":
             from . import config as lrconfig
-            self.switch.apply_ops(list(lrconfig.liveness_writes(
-                self.switch.pipeline, self.netlr_section(), rep.rid, False)))
+            _, lr = lrconfig.model_writes(self.switch.pipeline, self.netlr_section(),
+                                          writer=self._writer)
+            self.switch.apply_ops(list(lr))
         # CR and Hermes read membership from the replicas' liveness (their own
         # reconfiguration is out of scope: the failure experiment runs NetLR)
 
@@ -776,6 +852,7 @@ class LrRun:
             self.sim.at(int(at_us * 1e3), self.kill, idx)
             self.sim.at(int(at_us * 1e3) + self.detect_ns, self._controller_remove, idx)
         last = max(c.arr[-1] for c in self.clients if c.n)
+        self.window_end = last
         self.sim.run(until=last + self.timeout_ns + int((settle_us or 0) * 1e3))
         return self.result(time.perf_counter() - t0)
 
@@ -878,6 +955,7 @@ class LrRun:
                         "n_keys": self.n_keys, "slots": self.slots, "seed": self.seed,
                         "retry_us": self.retry_ns / 1e3, "timeout_us": self.timeout_ns / 1e3,
                         "fail": self.fail, "detect_us": self.detect_ns / 1e3,
+                        "dedup": self.dedup,
                         "model": self.switch.model_class.__name__},
                "measured": measured}
         out.update(summary(allsamples, tos))
@@ -887,10 +965,12 @@ class LrRun:
         out["write_throughput_rps"] = round(writes_done / span * 1e9, 3) if span > 0 else None
         out["retries"] = sum(c.retries for c in self.clients)
         out["duplicates"] = sum(c.duplicates for c in self.clients)
+        out["retried_writes_not_reapplied"] = sum(r.dups for r in self.replicas)
         out["stray"] = sum(c.stray for c in self.clients)
         span_all = self.sim.now
         out["replicas"] = [{"rid": r.rid, "alive": r.alive,
-                            "utilisation": round(r.busy_ns / (t1 * r.workers), 4) if t1 else None,
+                            "utilisation": round(r.busy_window_ns / (t1 * r.workers), 4)
+                            if t1 else None,
                             "handled": dict(zip(KINDS, r.handled)),
                             "queue": len(r.queue)} for r in self.replicas]
         ops = sum(c.n for c in self.clients)
@@ -899,6 +979,12 @@ class LrRun:
         out["switch_passes_per_op"] = round(self.switch.frames_in / max(1, ops), 4)
         out["switch_counters"] = {k: v for k, v in self.switch.counters().items()
                                   if v and (k.startswith("nl.") or k.startswith("tm."))}
+        if self.switch_kind == "model":          # the program's counters are banks
+            from .program import COUNTERS
+            for n in COUNTERS:
+                v = self.switch.model.mem_read(f"nl.{n}", 0)
+                if v:
+                    out["switch_counters"][f"nl.{n}"] = v
         acked, lost = self.acked_writes_lost()
         out["acked_writes"], out["acked_writes_lost"] = acked, lost
         out["controller"] = self.controller_log
