@@ -342,12 +342,14 @@ class _View:
 class Device:
     """A data plane: ``client`` is a checked :class:`netstor.driver.regs.CsrClient`."""
 
-    def __init__(self, client: CsrClient, schema=None, target="?"):
+    def __init__(self, client: CsrClient, schema=None, target="?", *, lpm_lengths=None):
+        """``lpm_lengths``: ``{table: prefix lengths}`` the banks of a hashed LPM table may
+        hold; other lengths are expanded (:class:`netstor.driver.tables.TableWriter`)."""
         self.client = client
         self.schema = client.schema if schema is None else schema
         self.target = target
         self.pipeline_view = _View(self.schema)
-        self.writer = TableWriter(self.pipeline_view.pipeline)
+        self.writer = TableWriter(self.pipeline_view.pipeline, lpm_lengths=lpm_lengths)
         self._synced = set()
         self._pending = None            # list of writes while a batch is open
 

@@ -461,6 +461,32 @@ def test_lpm_hashed_matches_the_model_with_updates_during_lookups():
                          (0x555, 0), dflt(0xAB1)]
 
 
+def test_lpm_hashed_expanded_routes_gateware_equals_model_and_brute_force():
+    """Prefix expansion (driver) on the gateware: 8 banks holding /3, /6, /9, /12 only (a
+    12-bit key), random nested routes of every length, some deleted; the element's lookups
+    equal the model's (and read-back its words), and every answer is the longest route of a
+    scan over the route list."""
+    pl, t, ka, kb, out, out2 = _program("lpm", 512, lpm_banks=8)
+    tw = TableWriter(pl, lpm_lengths={t.qualname: (3, 6, 9, 12)})
+    rng = random.Random(12)
+    kw = 12
+    routes, r1 = {}, []
+    for i, (pre, plen) in enumerate(_routes(rng, 70, kw)):
+        r1 += tw.lpm_add(t.qualname, pre, plen, "fwd", {"port": i + 1})
+        routes[(pre, plen)] = i + 1
+    for pre, plen in rng.sample(sorted(routes), 20):
+        r1 += tw.lpm_delete(t.qualname, pre, plen)
+        del routes[(pre, plen)]
+    assert sum(1 for m_, _, _ in r1 if not m_.endswith(".lengths")) > 2 * 70   # expansions
+    assert {n for n in tw._lpm[t.qualname].bank_len if n is not None} <= {3, 6, 9, 12}
+    keys = [[k] for k in _keys_for(rng, sorted(routes), kw, 400)]
+    want = _check(pl, t, [r1], [keys], [out.name, out2.name], [ka.name], 5)
+    for (k,), (o, o2) in zip(keys, want[0]):
+        scan = max(((n, v) for (p_, n), v in routes.items() if k >> (kw - n) == p_ >> (kw - n)),
+                   default=None)
+        assert (o, o2) == ((scan[1], 0) if scan else ((k + 3) & 0xFFFF, 0x5A)), hex(k)
+
+
 def test_lpm_hashed_model_is_longest_prefix_at_16k():
     """The bench's table (32-bit keys, 64K slots in 64 banks): 16,384 routes with a
     BGP-like length mix fit; the model (what the gateware computes) gives the longest
