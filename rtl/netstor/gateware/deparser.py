@@ -9,7 +9,8 @@ so no handshake is needed):
   field values (``orig``), computes the IPv4 and UDP checksums incrementally (RFC 1624) and the
   128-byte rewrite window (``wdata``) with a per-byte write mask (``wmask``). Cycle A: the
   checksum partial sums (the application words in groups of ``APP_GROUP``, each app byte
-  outside the UDP datagram read as 0 on both sides: :func:`datagram_mask`); A2: the
+  outside the UDP datagram read as 0 on both sides: :func:`datagram_mask`; each group a
+  chain of kept two-operand adders, :func:`kept_sum`); A2: the
   application sum and the UDP total; B: the folds, registered, and one registered flag per placement
   (which field goes to which offset for the packet's VLAN/IHL/UDP/header); C: each window
   byte is the OR of its (flag & value) candidates (one-hot, no per-byte priority chain).
@@ -39,9 +40,10 @@ PREP_LATENCY = 4
 RECIRC_USER = 35
 #: application checksum terms summed per group in cycle A (the groups are added in A2). An app
 #: byte is masked by its in-datagram flag (:func:`datagram_mask`, two LUT levels from
-#: ``udp.len``) before it enters the sum. Groups of 3 terms (6 operands): 7 groups, A2 adds
-#: them and the UDP partial sum (8 operands, from registers). Measured (Yosys, bench_deparser):
-#: 9 LUT levels, udp.len -> mask -> a group (the 8-level rule is not met; see issue 12's note)
+#: ``udp.len``) before it enters the sum. Groups of 3 terms: 7 groups, each a chain of kept
+#: two-operand adders (:func:`kept_sum`); A2 adds them and the UDP partial sum (8 operands, from
+#: registers). Measured (Yosys, bench_deparser): 8 LUT levels, udp.len -> mask -> a group's
+#: last adder (9 with the group as one ``sum``, which Yosys made a carry-save tree)
 APP_GROUP = 3
 
 
@@ -54,6 +56,25 @@ def ones_sum_fold(m, total, name):
     r = Signal(16, name=f"{name}_fold")
     m.d.comb += r.eq(b[:16] + b[16])
     return r
+
+
+def kept_sum(m, terms, name):
+    """``terms`` added left to right (``(t0 + t1) + t2``, the order of ``sum``) as a chain of
+    two-operand adders whose operands and partial sums are kept wires. Without ``keep``,
+    Yosys' ``alumacc`` merges the chain into one multi-operand ``$macc`` and ``maccmap``
+    builds a carry-save tree: in the deparser, udp.len -> mask -> group measured 9 LUT levels
+    (6,855 LUT); with kept two-operand adders (carry chains in between) 8 (6,423 LUT)."""
+    acc = None
+    for i, t in enumerate(terms):
+        w = Signal(len(t), name=f"{name}_t{i}", attrs={"keep": 1})
+        m.d.comb += w.eq(t)
+        if acc is None:
+            acc = w
+            continue
+        s = Signal(max(len(acc), len(w)) + 1, name=f"{name}_s{i}", attrs={"keep": 1})
+        m.d.comb += s.eq(acc + w)
+        acc = s
+    return acc
 
 
 def datagram_mask(m, udp_len, nbytes, name):
@@ -143,8 +164,8 @@ class DeparsePrep:
             a_udpsum.eq(sum(udp_terms) + (~orig.udp_csum)[:16]),
             a_ipcsum.eq(orig.ip_csum), a_udpcsum.eq(orig.udp_csum),
         ]
-        for g, k in zip(a_appg, range(0, len(app_terms), APP_GROUP)):
-            m.d.sync += g.eq(sum(app_terms[k:k + APP_GROUP]))
+        for i, (g, k) in enumerate(zip(a_appg, range(0, len(app_terms), APP_GROUP))):
+            m.d.sync += g.eq(kept_sum(m, app_terms[k:k + APP_GROUP], f"{n}_appg{i}"))
 
         # ---- cycle A2: the application sum and the UDP total ----------------------------
         hdr_a = HwEnv(pl, a_phv).field("meta.hdr_type") != 0
