@@ -7,17 +7,29 @@ transaction, fsynced unless ``--no-sync``).
 
 Message after the 26-byte header
     ``key`` (16 bytes: :func:`key16` of the client's key), then for the data-plane ops the
-    value (the rest of the datagram). The host-to-host ops (16 and up, below) carry
-    ``u16 value length, value`` and then their trailer. The switch reads only the header
-    (``fp``, ``slot``, ``group``, ``seq``, ``rid``), never the key.
+    rest of the datagram: a WRITE's :func:`write_value` (``u32 op id``, the value), a READ
+    nothing, a READ_REPLY the value, a WRITE_REPLY nothing. The host-to-host ops (16 and up,
+    below) carry ``u16 length`` and that many bytes (a write's :func:`write_value`, a reply's
+    value) and then their trailer. The switch reads only the header (``fp``, ``slot``,
+    ``group``, ``seq``, ``rid``), never the key.
 
 Object store
     One LMDB record per object: key ``b"lr" + key16`` (18 bytes: never an 8-byte storage key),
-    value ``u32 seq`` + the object's value. **A write is applied only if its seq is newer than
-    the stored one** (per-object seq order; an absent object takes any seq; "newer" is serial
-    arithmetic on 32 bits, RFC 1982: ``0 < (new - old) mod 2**32 < 2**31``, so the switch's
-    seq may wrap). Seq 0 is never stored: a read of an absent object answers seq 0 and an
-    empty value.
+    value ``u32 seq, u16 n, n x u32 op ids`` (the current writer's op id first, then the
+    latest op id of every other client that wrote it) and the object's value. **A write is applied only if its seq
+    is newer than the stored one** (per-object seq order; an absent object takes any seq;
+    "newer" is serial arithmetic on 32 bits, RFC 1982: ``0 < (new - old) mod 2**32 < 2**31``,
+    so the switch's seq may wrap). Seq 0 is never stored: a read of an absent object answers
+    seq 0 and an empty value.
+
+    **Retries are applied once.** A client sends a timed-out write again with the same op id
+    (a new seq). If that op id (or a later one of the same client) wrote this object before
+    and another operation has written it since, the retry is *not* applied (``DONE``, counted in ``lr_done``) but acknowledged as
+    usual: the operation already took effect, before the later one. Without this a resend
+    brings an old value back after a newer one. The linearizability checker found exactly
+    that in the test bed: a write superseded by a concurrent write of the same object is
+    never acknowledged, because the switch drops its acks as stale, so its client resends
+    it. A retry whose op id is still the current writer, or unknown here, is applied.
 
 Data-plane ops (the switch's)
     * ``WRITE`` (a copy the switch addressed to this replica, ``seq`` set by the switch):
@@ -67,7 +79,8 @@ Host-to-host ops (16 and up: not data-plane ops; the switch forwards them as pla
     runs without failures).
 
 Counters (``lr_`` prefix): ``lr_writes`` (write copies received, every scheme),
-``lr_applied``, ``lr_stale`` (not newer: not applied), ``lr_reads``, ``lr_sync_objects``
+``lr_applied``, ``lr_stale`` (not newer: not applied), ``lr_done`` (a superseded operation's
+retry: not applied, acknowledged), ``lr_reads``, ``lr_sync_objects``
 (objects sent to joiners), ``lr_catchup_applied`` (objects a catch-up applied), ``lr_host``
 (baseline host-to-host messages).
 """
@@ -87,6 +100,7 @@ from .header import (LR_LEN, NETLR_UDP_PORT, OP_READ, OP_READ_REPLY, OP_WRITE,
                      OP_WRITE_REPLY, LrHeader)
 
 __all__ = ["NetLrCodec", "ObjectStore", "key16", "newer", "Route", "pack_msg", "unpack_msg",
+           "write_value", "split_write_value", "APPLIED", "STALE", "DONE", "OPS_KEPT",
            "pack_host", "unpack_host", "pack_objects", "unpack_objects", "ip_int", "ip_text",
            "T_CATCHUP", "T_CATCHUP_DONE", "T_SYNC", "T_SYNC_REPLY", "T_CR_WRITE", "T_CR_ACK",
            "T_CR_READ", "T_CR_READ_REPLY", "T_HM_WRITE", "T_HM_INV", "T_HM_ACK", "T_HM_VAL",
@@ -129,7 +143,7 @@ SYNC_TIMEOUT = 0.5               # per T_SYNC request, retried
 SYNC_RETRIES = 20
 
 _U16 = struct.Struct("!H")
-_OBJ = struct.Struct("!16sIH")
+_OBJ = struct.Struct("!16sH")
 _ADDR = struct.Struct("!IH")
 _SEQ = struct.Struct("!I")
 
@@ -167,6 +181,19 @@ def newer(seq: int, old) -> bool:
 
 
 # ---- messages ------------------------------------------------------------------------------
+def write_value(opid: int, value: bytes) -> bytes:
+    """The value part of a write (WRITE, CR_WRITE, HM_WRITE, HM_INV): ``u32 op id`` (the
+    client's operation, the same in every try; 0: none) then the value."""
+    return _SEQ.pack(opid) + bytes(value)
+
+
+def split_write_value(raw: bytes):
+    """``(op id, value)`` of :func:`write_value`."""
+    if len(raw) < 4:
+        raise ValueError("write without its op id")
+    return _SEQ.unpack_from(raw)[0], bytes(raw[4:])
+
+
 def pack_msg(h: LrHeader, key: bytes, value: bytes = b"") -> bytes:
     """A data-plane datagram: header, key16, value."""
     return h.pack() + key16(key) + bytes(value)
@@ -199,8 +226,8 @@ def unpack_host(data):
 
 
 def pack_objects(objs) -> bytes:
-    """``[(key16, seq, value)]`` as a :data:`T_SYNC_REPLY` value."""
-    return b"".join(_OBJ.pack(k, s, len(v)) + v for k, s, v in objs)
+    """``[(key16, raw record)]`` as a :data:`T_SYNC_REPLY` value."""
+    return b"".join(_OBJ.pack(k, len(v)) + v for k, v in objs)
 
 
 def unpack_objects(raw: bytes):
@@ -208,11 +235,11 @@ def unpack_objects(raw: bytes):
     while pos < len(raw):
         if pos + _OBJ.size > len(raw):
             raise ValueError("sync batch truncated")
-        k, s, n = _OBJ.unpack_from(raw, pos)
+        k, n = _OBJ.unpack_from(raw, pos)
         pos += _OBJ.size
-        if pos + n > len(raw):
-            raise ValueError("sync batch: value truncated")
-        out.append((k, s, raw[pos:pos + n]))
+        if pos + n > len(raw) or n < 6:
+            raise ValueError("sync batch: record truncated")
+        out.append((k, raw[pos:pos + n]))
         pos += n
     return out
 
@@ -254,6 +281,41 @@ def _db_key(key: bytes) -> bytes:
     return b"lr" + key
 
 
+APPLIED, STALE, DONE = "applied", "stale", "done"
+OPS_KEPT = 256                    # op ids remembered per object: one per client id (8 bits)
+
+
+def _client(opid):
+    return opid >> 24
+
+
+def _merge_ops(first, ops):
+    """``first``'s op ids, then each other client's latest op id from ``ops`` (one per
+    client: a client has one operation at a time, its counter only grows)."""
+    out, seen = list(first), {_client(o) for o in first if o}
+    best = {}
+    for o in ops:
+        c = _client(o)
+        if o and c not in seen and (c not in best or (o & 0xFFFFFF) > (best[c] & 0xFFFFFF)):
+            best[c] = o
+    return out + [best[c] for c in best]
+
+
+def _record(seq, ops, value) -> bytes:
+    ops = list(ops)[:OPS_KEPT]
+    return _SEQ.pack(seq) + _U16.pack(len(ops)) + b"".join(_SEQ.pack(o) for o in ops) + \
+        bytes(value)
+
+
+def _parse(raw):
+    """``(seq, [op ids, the current writer's first], value)`` of a stored record."""
+    raw = bytes(raw)
+    seq = _SEQ.unpack_from(raw)[0]
+    n = _U16.unpack_from(raw, 4)[0]
+    ops = [_SEQ.unpack_from(raw, 6 + 4 * i)[0] for i in range(n)]
+    return seq, ops, raw[6 + 4 * n:]
+
+
 class ObjectStore:
     """Versioned objects in an LMDB environment (module docstring)."""
     _lock = threading.Lock()        # read-compare-write of one object (all servers: cheap)
@@ -261,22 +323,55 @@ class ObjectStore:
     def __init__(self, env):
         self.env = env
 
-    def get(self, key: bytes):
-        """``(seq, value)`` or None."""
+    def record(self, key: bytes):
+        """``(seq, ops, value)`` or None."""
         with self.env.begin(buffers=False) as txn:
             raw = txn.get(_db_key(key))
-        if raw is None:
-            return None
-        return _SEQ.unpack_from(raw)[0], bytes(raw[4:])
+        return None if raw is None else _parse(raw)
 
-    def apply(self, key: bytes, seq: int, value: bytes) -> bool:
-        """Store ``(seq, value)`` if ``seq`` is newer than the stored seq; True if applied."""
+    def get(self, key: bytes):
+        """``(seq, value)`` or None."""
+        rec = self.record(key)
+        return None if rec is None else (rec[0], rec[2])
+
+    def apply(self, key: bytes, seq: int, value: bytes, opid: int = 0) -> str:
+        """A write of ``value`` with ``seq`` by operation ``opid`` (0: none; client id in the
+        top 8 bits, the client's operation counter below): :data:`DONE` when this client's
+        operation ``opid`` (or a later one of the same client) wrote the object here before
+        and the current value is another operation's (a retry of a superseded write: not
+        applied again); else :data:`APPLIED` if ``seq`` is newer than the stored seq,
+        :data:`STALE` if not. The record keeps the latest op id of every client that wrote
+        it."""
         with self.env.begin(write=True) as txn:
             raw = txn.get(_db_key(key))
-            old = None if raw is None else _SEQ.unpack_from(raw)[0]
-            if not newer(seq, old):
-                return False
-            txn.put(_db_key(key), _SEQ.pack(seq) + bytes(value))
+            old = None if raw is None else _parse(raw)
+            if old is not None and opid and old[1] and old[1][0] != opid:
+                mine = [o for o in old[1] if _client(o) == _client(opid)]
+                if mine and (mine[0] & 0xFFFFFF) >= (opid & 0xFFFFFF):
+                    return DONE
+            if not newer(seq, None if old is None else old[0]):
+                return STALE
+            ops = [] if old is None else old[1]
+            first = [opid] if opid else [0]
+            txn.put(_db_key(key), _record(seq, _merge_ops(first, [o for o in ops if
+                                                                   _client(o) !=
+                                                                   _client(opid) or
+                                                                   not opid]),
+                                          value))
+            return APPLIED
+
+    def merge(self, key: bytes, raw: bytes) -> bool:
+        """A record copied from another replica (catch-up): taken if its seq is newer (the
+        op ids of both kept); True if taken."""
+        seq, ops, value = _parse(raw)
+        with self.env.begin(write=True) as txn:
+            mine = txn.get(_db_key(key))
+            if mine is not None:
+                mseq, mops, _ = _parse(mine)
+                if not newer(seq, mseq):
+                    return False
+                ops = _merge_ops(ops[:1], ops[1:] + mops)
+            txn.put(_db_key(key), _record(seq, ops, value))
             return True
 
     def next_version(self, key: bytes, low_bits: int = 0, shift: int = 0):
@@ -287,8 +382,8 @@ class ObjectStore:
         return (((ver + 1) << shift) | low_bits) & 0xFFFFFFFF
 
     def scan(self, after: bytes | None, max_bytes: int):
-        """Objects in key order after key ``after`` (None: from the first), up to
-        ``max_bytes`` of batch: ``([(key16, seq, value)], last)`` (``last``: no more)."""
+        """Stored records in key order after key ``after`` (None: from the first), up to
+        ``max_bytes`` of batch: ``([(key16, raw record)], last)`` (``last``: no more)."""
         out, size = [], 0
         with self.env.begin(buffers=False) as txn:
             cur = txn.cursor()
@@ -303,10 +398,10 @@ class ObjectStore:
                 key = bytes(k[2:])
                 if after is not None and key <= after:
                     continue
-                entry = _OBJ.size + len(v) - 4
+                entry = _OBJ.size + len(v)
                 if out and size + entry > max_bytes:
                     return out, False
-                out.append((key, _SEQ.unpack_from(v)[0], bytes(v[4:])))
+                out.append((key, bytes(v)))
                 size += entry
             return out, True
 
@@ -317,8 +412,8 @@ class NetLrCodec(ServerCodec):
     prefix = "lr"
     default_port = NETLR_UDP_PORT
     serves = True
-    extra_counters = ("lr_writes", "lr_applied", "lr_stale", "lr_reads", "lr_sync_objects",
-                      "lr_catchup_applied", "lr_host")
+    extra_counters = ("lr_writes", "lr_applied", "lr_stale", "lr_done", "lr_reads",
+                      "lr_sync_objects", "lr_catchup_applied", "lr_host")
 
     def __init__(self):
         # Hermes-like state of this server (the codec is one instance per server)
@@ -375,13 +470,13 @@ class NetLrCodec(ServerCodec):
             server.count("send_errors")
             log.debug("netlr: send to %s failed: %s", to, e)
 
-    def _apply(self, server, key, seq, value) -> bool:
+    def _apply(self, server, key, seq, raw) -> str:
+        """Apply a write (``raw``: :func:`write_value`): APPLIED, STALE or DONE."""
         server.count("lr_writes")
-        if ObjectStore(server.env).apply(key, seq, value):
-            server.count("lr_applied")
-            return True
-        server.count("lr_stale")
-        return False
+        opid, value = split_write_value(raw)
+        res = ObjectStore(server.env).apply(key, seq, value, opid)
+        server.count({APPLIED: "lr_applied", STALE: "lr_stale", DONE: "lr_done"}[res])
+        return res
 
     # ---- NetLR: the data plane's ops -------------------------------------------------------
     def _write(self, server, sock, h, key, value, trailer, addr):
@@ -427,8 +522,9 @@ class NetLrCodec(ServerCodec):
         if route.position == 0:         # the head orders the writes of this object
             with ObjectStore._lock:
                 seq = ObjectStore(server.env).next_version(key)
-                self._apply(server, key, seq, value)
-        else:
+                if self._apply(server, key, seq, value) == DONE:
+                    seq = 0             # a retry of a superseded write: passed on, a no-op
+        elif seq:
             self._apply(server, key, seq, value)
         h = h._replace(seq=seq, rid=route.position)
         if route.position + 1 < len(route.nodes):
@@ -453,7 +549,17 @@ class NetLrCodec(ServerCodec):
         with self._lock:
             with ObjectStore._lock:
                 ts = ObjectStore(server.env).next_version(key, route.position & 0xFF, 8)
-                self._apply(server, key, ts, value)
+                done = self._apply(server, key, ts, value) == DONE
+            if done:        # a retry of a write a later one superseded: it took effect;
+                # answered once the key is valid here (the later write's INVs are all in)
+                reply = (h._replace(op=T_HM_WRITE_REPLY, seq=0, rid=route.position),
+                         route.client)
+                if key in self._invalid:
+                    self._waiting_reads.setdefault(key, []).append(reply)
+                    return
+            if done:
+                self._send(server, sock, pack_host(reply[0], key), reply[1])
+                return
             self._invalid[key] = ts
             self._pending_writes[(key, ts)] = [set(others), h, route, key]
         h = h._replace(seq=ts, rid=route.position)
@@ -467,7 +573,7 @@ class NetLrCodec(ServerCodec):
         server.count("lr_host")
         route = Route.unpack(trailer)
         with self._lock:
-            if self._apply(server, key, h.seq, value):
+            if self._apply(server, key, h.seq, value) == APPLIED:
                 self._invalid[key] = h.seq
         self._send(server, sock, pack_host(h._replace(op=T_HM_ACK, rid=route.position), key,
                                            b"", route.pack()), addr)
@@ -519,8 +625,11 @@ class NetLrCodec(ServerCodec):
         cur = ObjectStore(server.env).get(key)
         seq, val = cur if cur is not None else (0, b"")
         for h, addr in reads:
-            self._send(server, sock, pack_host(h._replace(op=T_HM_READ_REPLY, seq=seq), key,
-                                               val), addr)
+            if h.op == T_HM_WRITE_REPLY:        # a retried write's answer that waited
+                self._send(server, sock, pack_host(h, key), addr)
+            else:
+                self._send(server, sock, pack_host(h._replace(op=T_HM_READ_REPLY, seq=seq),
+                                                   key, val), addr)
 
     def _hm_read(self, server, sock, h, key, value, trailer, addr):
         server.count("lr_reads")
@@ -566,9 +675,9 @@ def catch_up(server, donor, *, bind="0.0.0.0", timeout=SYNC_TIMEOUT, retries=SYN
                 break
             rh, rkey, rval = got
             res["batches"] += 1
-            for k, seq, v in unpack_objects(rval):
+            for k, raw in unpack_objects(rval):
                 res["objects"] += 1
-                if store.apply(k, seq, v):
+                if store.merge(k, raw):
                     res["applied"] += 1
                     server.count("lr_catchup_applied")
             if rh.flags & F_LAST:
