@@ -19,7 +19,9 @@ On a rack (:class:`netstor.testbed.rack.Rack`): :func:`rack_section` (one group 
 rid ``k + 1`` for server ``k``), :func:`start_switch`, :class:`Membership` (the controller:
 fail, rejoin phase 1, catch-up, phase 2), :func:`start_clients` / :func:`collect` (the
 workload, :mod:`.schemes`, on every client host), :func:`run_failover` (a run with a replica
-killed mid-run and rejoined, checked). (No ``make demo`` step yet.)
+killed mid-run and rejoined, checked), :func:`run_scheme` (one scheme's workload and check)
+and :func:`demo_step` (``make demo``'s step: NetLR, CR and Hermes-like on the demo's
+servers).
 
 ``python -m netstor.offloads.netlr.demo rack [--json FILE]`` (root): :func:`run_failover` on a
 rack of 2 clients and 3 servers, the check's counts printed.
@@ -53,7 +55,7 @@ from .lincheck import acked_writes_lost, check
 
 __all__ = ["netlr_pipeline", "rack_section", "start_switch", "set_membership", "Membership",
            "catch_up", "start_clients", "collect", "final_reads", "verdict", "run_failover", "main",
-           "SERVICE_IP", "REPLICA_PORT"]
+           "SERVICE_IP", "REPLICA_PORT", "run_scheme", "demo_step", "replica_states"]
 
 #: the address NetLR clients send to (any address routed through the switch would do)
 SERVICE_IP = "10.77.1.250"
@@ -398,6 +400,79 @@ def _catch_up_in_ns(rack, workdir, joiner, donor):
     if rc != 0:
         raise RuntimeError(f"catch-up failed ({rc}):\n{p.output()}")
     return json.loads(path.read_text())
+
+
+def run_scheme(rack, workdir, scheme, *, duration=2.0, keys=8, key_prefix="k",
+               clients_per_host=2, write_ratio=0.3, seed=1):
+    """One scheme's workload (:mod:`.schemes` command line) for ``duration`` s on every
+    client host but the last (all of one), then the final reads from the last; the
+    :func:`verdict` plus ``ops_per_s`` and ``p50_ms`` (answered operations)."""
+    hosts = rack.clients[:-1] or rack.clients[:1]
+    nodes = ",".join(f"{h.ip}:{NETLR_UDP_PORT}" for h in rack.servers)
+    procs = []
+    for i, h in enumerate(hosts):
+        path = Path(workdir) / f"{scheme}-{h.name}.json"
+        argv = [sys.executable, "-m", "netstor.offloads.netlr.schemes", "--scheme", scheme,
+                "--bind", h.ip, "--clients", clients_per_host, "--client-base",
+                i * clients_per_host, "--ops", 1 << 20, "--duration", duration, "--keys", keys,
+                "--key-prefix", key_prefix, "--write-ratio", write_ratio, "--timeout", 0.3,
+                "--tries", 40, "--seed", seed + i, "--out", path]
+        argv += (["--service", f"{SERVICE_IP}:{NETLR_UDP_PORT}"] if scheme == "netlr" else
+                 ["--nodes", nodes])
+        procs.append((rack.spawn(h, [str(a) for a in argv], name=f"{scheme}-{h.name}"), path))
+    results = collect(rack, procs, timeout=duration + 90)
+    flags = ["--keys", keys, "--key-prefix", key_prefix, "--client-base", 99,
+             "--only-final-reads"]
+    if scheme != "netlr":
+        flags = ["--nodes", nodes] + flags
+    path = Path(workdir) / f"{scheme}-final.json"
+    argv = [sys.executable, "-m", "netstor.offloads.netlr.schemes", "--scheme", scheme,
+            "--bind", rack.clients[-1].ip, "--timeout", 0.3, "--tries", 40, "--out", path,
+            *flags]
+    if scheme == "netlr":
+        argv += ["--service", f"{SERVICE_IP}:{NETLR_UDP_PORT}"]
+    results += collect(rack, [(rack.spawn(rack.clients[-1], [str(a) for a in argv],
+                                          name=f"{scheme}-final"), path)])
+    out = verdict(results)
+    lat = sorted(op["return"] - op["call"] for r in results[:-1] for op in r["history"]
+                 if op["return"] is not None)
+    out["ops_per_s"] = round(len(lat) / duration, 1)
+    out["p50_ms"] = round(lat[len(lat) // 2] / 1e6, 3) if lat else None
+    return out
+
+
+def demo_step(rack, workdir, *, rate=None, duration=2.0):
+    """``make demo``'s NetLR step on the demo's servers (their NetLR sockets on the default
+    port): the switch restarted with NetLR's program and one group of every server; NetLR,
+    chain replication and Hermes-like each for ``min(duration, 2)`` s (closed-loop clients:
+    ``rate`` is not used; keys of their own per scheme), every history checked. Throughput
+    here is the Python model switch's, not a comparison of the schemes (that is
+    ``make eval``)."""
+    workdir = Path(workdir)
+    stats = workdir / "netlr-switch.json"
+    cfg = rack.config()
+    cfg["netlr"] = rack_section(rack)
+    start_switch(rack, cfg, workdir, stats_json=stats)
+    d = min(duration, 2.0)
+    rows = {}
+    try:
+        for scheme, prefix in (("netlr", "n"), ("cr", "c"), ("hermes", "h")):
+            rows[scheme] = run_scheme(rack, workdir, scheme, duration=d, key_prefix=prefix)
+    finally:
+        rack.stop_switch()
+    sw = json.loads(stats.read_text())
+    for r in rows.values():
+        r.pop("history", None)
+    ops = sum(r["operations"] for r in rows.values())
+    viol = sum(r["violations"] for r in rows.values())
+    lost = sum(r["acked_writes_lost"] for r in rows.values())
+    names = {"netlr": "NetLR", "cr": "CR", "hermes": "Hermes-like"}
+    line = ("netlr (model switch, %d replicas, %.1f s per scheme): " % (len(rack.servers), d) +
+            ", ".join(f"{names[s]} {r['ops_per_s']:.0f} ops/s p50 {r['p50_ms']} ms"
+                      for s, r in rows.items()) +
+            f"; histories: {ops} ops, {viol} violations, {lost} acked writes lost")
+    return {"schemes": rows, "switch": {k: v for k, v in sw["dataplane"].items()
+                                        if k.startswith("nl.")}}, line
 
 
 def main(argv=None):

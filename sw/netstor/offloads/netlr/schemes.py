@@ -317,13 +317,13 @@ CLIENTS = {"netlr": NetLrClient, "cr": ChainClient, "hermes": HermesClient}
 
 def run_workload(make_client, *, clients=2, ops=200, keys=8, write_ratio=0.3, seed=1,
                  recorder=None, client_base=0, final_reads=True, stop_at=None,
-                 think_s=0.0):
+                 think_s=0.0, key_prefix="k"):
     """``clients`` threads, each with ``make_client(client_id, recorder)`` (ids
     ``client_base..``), ``ops`` operations each (reads and writes of keys ``k0..``, writes
     with ratio ``write_ratio``; ``stop_at``: a monotonic time to stop early), then one more
     read of every key (``final_reads``). Returns ``{"history", "ops", "stats", "errors"}``."""
     rec = recorder if recorder is not None else Recorder()
-    key_names = [f"k{i}" for i in range(keys)]
+    key_names = [f"{key_prefix}{i}" for i in range(keys)]
     stats, errors = [], []
     lock = threading.Lock()
 
@@ -399,6 +399,7 @@ def main(argv=None):
     ap.add_argument("--ops", type=int, default=200, help="operations per client")
     ap.add_argument("--duration", type=float, help="stop after this many seconds")
     ap.add_argument("--keys", type=int, default=8)
+    ap.add_argument("--key-prefix", default="k", help="key names: PREFIX0, PREFIX1, ...")
     ap.add_argument("--write-ratio", type=float, default=0.3)
     ap.add_argument("--timeout", type=float, default=0.5, help="seconds per try")
     ap.add_argument("--tries", type=int, default=20)
@@ -440,16 +441,17 @@ def main(argv=None):
             with make(a.client_base, rec) as c:
                 for i in range(a.key_base, a.key_base + a.keys):
                     try:
-                        c.write(f"k{i}", f"c{a.client_base}.{i}")
+                        c.write(f"{a.key_prefix}{i}", f"c{a.client_base}.{i}")
                     except LrTimeout as e:
                         errors.append(str(e))
         else:
-            final_read(make, a.client_base, rec, [f"k{i}" for i in range(a.keys)], errors)
+            final_read(make, a.client_base, rec, [f"{a.key_prefix}{i}" for i in range(a.keys)],
+                       errors)
         res = {"history": rec.history(), "stats": [], "errors": errors}
     else:
         res = run_workload(make, clients=a.clients, ops=a.ops, keys=a.keys,
                            write_ratio=a.write_ratio, seed=a.seed, client_base=a.client_base,
-                           final_reads=a.final_reads, think_s=a.think,
+                           final_reads=a.final_reads, think_s=a.think, key_prefix=a.key_prefix,
                            stop_at=t0 + a.duration if a.duration else None)
     if a.scheme == "netlr":
         shared.close()
