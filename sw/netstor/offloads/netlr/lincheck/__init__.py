@@ -65,7 +65,7 @@ def _go_env(root: Path) -> dict:
     env.update(GOPATH=str(root / "gopath"), GOCACHE=str(root / "gocache"),
                GOMODCACHE=str(root / "gopath" / "pkg" / "mod"),
                GOFLAGS="-mod=mod -modcacherw -buildvcs=false", GOTOOLCHAIN="local",
-               GOWORK="off", CGO_ENABLED="0")
+               GOWORK="off", CGO_ENABLED="0", GOENV="off")
     return env
 
 
