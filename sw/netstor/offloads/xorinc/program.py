@@ -61,12 +61,17 @@ def make_xorinc(n_ports=2, *, n_ops=N_OPS, chunk_beats=CHUNK_BEATS, timeout=0):
 
     coeff_action = Action("coeff", {"coeff": 8, "need": 5}, lambda a: [
         Set(hit, 1), Set(coeff, a.coeff), Set(need, a.need)])
-    p.add(Table("repair", kind="exact", key=[h["code"], h["chunk"], h["src"]],
-                size=REPAIR_SIZE, ways=4, actions=[coeff_action], when=part))
-    p.add(Compute("part_args", [Set(esrc, h["src"][0:4])], when=part))
     p.add(Compute("update_args", [Set(hit, 1), Set(coeff, 1), Set(need, 2),
                                   Set(esrc, Mux(typ == T_UPD_NEW, SRC_NEW, SRC_OLD))],
                   when=upd))
+    # the repair lookup waits for part_args (stage 0) on purpose: it lands in stage 1 beside
+    # L3's 4-cycle route lookup instead of making stage 0 (2 cycles) 3 cycles long; the
+    # engine (after it) is in stage 2 either way
+    is_part = p.meta("part", 1)
+    p.add(Compute("part_flag", [Set(is_part, 1)], when=part))
+    p.add(Table("repair", kind="exact", key=[h["code"], h["chunk"], h["src"]],
+                size=REPAIR_SIZE, ways=4, actions=[coeff_action], when=is_part == 1))
+    p.add(Compute("part_args", [Set(esrc, h["src"][0:4])], when=part))
     p.add(Compute("no_coeff", [Set(F.meta.drop, 1)], when=part & ~hit))
     engine = (part | upd) & hit
     p.add(GFAccumulate("engine", op=h["opid"], off=h["off"], coeff=coeff, src=esrc, need=need,
