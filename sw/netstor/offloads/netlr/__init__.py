@@ -23,5 +23,6 @@ OFFLOAD = Offload(
     wire=f"{__name__}.header:wire",
     config_section=f"{__name__}.config:apply_section",
     codec=f"{__name__}.codec:NetLrCodec",
+    evaluation=f"{__name__}.eval:EVALUATION",
     bitstream=False,
 )
