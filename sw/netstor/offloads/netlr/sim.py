@@ -401,7 +401,14 @@ class LrClient:
         return self.op_id(i) + 1              # 0 is "no value"
 
     def start(self):
-        if self.n:
+        if not self.n:
+            return
+        k = self.run.outstanding
+        if k:                                  # closed loop: k operations at a time
+            self.next = min(k, self.n)
+            for i in range(self.next):
+                self.sim.at(self.arr[i], self._attempt, i)
+        else:
             self.sim.at(self.arr[0], self._arrive, 0)
 
     def _arrive(self, i):
@@ -409,11 +416,21 @@ class LrClient:
         if i + 1 < self.n:
             self.sim.at(self.arr[i + 1], self._arrive, i + 1)
 
+    def _issue_next(self):
+        """Closed loop: the next operation starts now (an operation ended)."""
+        if self.next < self.n:
+            i = self.next
+            self.next += 1
+            self.arr[i] = self.sim.now
+            self._attempt(i)
+
     def _attempt(self, i):
         if self.lat[i] >= 0:
             return
         now = self.sim.now
         if now - self.arr[i] >= self.run.timeout_ns:
+            if self.run.outstanding:
+                self._issue_next()             # given up: the slot goes on
             return
         a = self.attempts[i]
         self.attempts[i] = a + 1
@@ -437,6 +454,8 @@ class LrClient:
         self.lat[i] = now - self.arr[i]
         self.done_at[i] = now
         self.got[i] = got
+        if self.run.outstanding:
+            self._issue_next()
 
 
 # ---- the schemes' host logic ---------------------------------------------------------------------
@@ -709,6 +728,10 @@ class LrRun:
       measured), ``link_ns``, ``gbps``, ``slots`` (NetLR's inconsistent-object list).
     * ``fail``: ``(replica index, at_us)`` or None; ``detect_us``: the controller's delay from
       the failure to the table writes that remove the replica.
+    * ``outstanding``: None (open loop, ``rate_rps``) or a closed loop of that many
+      operations outstanding per client (each starts when one ends: saturation throughput;
+      ``throughput_rps`` is then the completions between the 10th and 90th percentile of the
+      completion times over that span).
     * ``dedup``: replicas remember the request ids they applied and do not apply a retried
       write again (see :meth:`Replica.apply`); False: the protocol as the lead wrote it
       (apply whenever the seq is newer), under which a retried write can take effect twice.
@@ -721,7 +744,7 @@ class LrRun:
                  write_ratio=0.05, n_keys=1_000_000, value_len=64, retry_us=1_000.0,
                  timeout_us=20_000.0, warmup=0.1, link_ns=1_000, gbps=40.0, slots=1 << 17,
                  seed=1, fail=None, detect_us=1_000.0, switch="ref", model_class=None,
-                 trace=0, start_ns=0, dedup=False):
+                 trace=0, start_ns=0, dedup=False, outstanding=None):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme {scheme!r}: one of {SCHEMES}")
         if not 1 <= replicas <= min(servers, 8):
@@ -740,6 +763,7 @@ class LrRun:
         self.warmup, self.slots = warmup, slots
         self.fail, self.detect_ns = fail, int(detect_us * 1e3)
         self.dedup = bool(dedup)
+        self.outstanding = int(outstanding) if outstanding else None
         self.switch_kind = switch if scheme == "netlr" else "route"
         self.streams = Streams(seed)
         self.draws = (self.streams.counter("service/u"), self.streams.counter("service/v"))
@@ -775,6 +799,8 @@ class LrRun:
         for c, h in enumerate(pc):
             e = self.streams.generator(f"arrivals/{c}").standard_exponential(per[c])
             arr = np.floor(np.cumsum(e) * (1e9 / rate_c)).astype(np.int64) + int(start_ns)
+            if self.outstanding:              # closed loop: issue times set as they start
+                arr = np.full(per[c], int(start_ns), dtype=np.int64)
             g = self.streams.generator(f"ops/{c}")
             writes = g.random(per[c]) < self.write_ratio
             keys = g.integers(0, self.n_keys, per[c])
@@ -851,6 +877,9 @@ class LrRun:
             idx, at_us = self.fail
             self.sim.at(int(at_us * 1e3), self.kill, idx)
             self.sim.at(int(at_us * 1e3) + self.detect_ns, self._controller_remove, idx)
+        if self.outstanding:                  # closed loop: until every operation ended
+            self.sim.run()
+            return self.result(time.perf_counter() - t0)
         last = max(c.arr[-1] for c in self.clients if c.n)
         self.window_end = last
         self.sim.run(until=last + self.timeout_ns + int((settle_us or 0) * 1e3))
@@ -925,6 +954,8 @@ class LrRun:
         samples, tos, done, measured = [], 0, 0, 0
         t0 = math.inf
         t1 = max(c.arr[-1] for c in self.clients if c.n)
+        if self.outstanding:
+            t1 = max(int(c.done_at.max()) for c in self.clients if c.n)
         wsamples = []
         for c in self.clients:
             first = min(c.n, math.ceil(self.warmup * c.n))
@@ -946,6 +977,15 @@ class LrRun:
             writes_done += int((inwin & np.asarray(c.is_write, bool)).sum())
         allsamples = np.concatenate(samples)
         span = t1 - t0
+        if self.outstanding:
+            ends = np.sort(np.concatenate([c.done_at[c.done_at >= 0] for c in self.clients]))
+            wr = np.concatenate([c.done_at[(c.done_at >= 0) & np.asarray(c.is_write, bool)]
+                                 for c in self.clients])
+            if len(ends) >= 10:
+                a, b = ends[len(ends) // 10], ends[(9 * len(ends)) // 10]
+                done = int(((ends >= a) & (ends <= b)).sum())
+                writes_done = int(((wr >= a) & (wr <= b)).sum())
+                span = int(b - a)
         out = {"scheme": self.scheme_name, "switch": self.switch_kind,
                "args": {"clients": self.n_clients, "servers": self.n_servers,
                         "replicas": self.n_replicas, "groups": self.n_groups,
