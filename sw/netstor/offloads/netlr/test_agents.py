@@ -224,3 +224,132 @@ def test_a_history_with_reads_off_the_chain_head_is_rejected(servers):
     assert not rep["ok"] and rep["violations"] == 1 and rep["pending_writes"] == 1
     # the correct scheme's history (tail reads only) of the same events is linearizable
     assert lincheck.check([op for op in rec.history() if op["client"] != 2])["ok"]
+
+
+# ---- the replicas' codec behind NetLR's switch (golden model), no sockets --------------------
+class _Replica:
+    """A replica for the in-process switch: the real codec (:meth:`NetLrCodec.serve`) on an
+    LMDB store; ``sendto`` collects its answers."""
+
+    def __init__(self, path, ip):
+        import lmdb
+        self.env = lmdb.open(str(path), map_size=1 << 24)
+        self.ip = ip
+        self.codec = C.NetLrCodec()
+        self.out = []
+
+    def count(self, name, n=1):
+        pass
+
+    def sendto(self, payload, to):
+        self.out.append((payload, to))
+
+    def serve(self, payload, src):
+        self.codec.serve(self, self, payload, src)
+        out, self.out = self.out, []
+        return out
+
+
+def _rack_switch(tmp_path):
+    """NetLR's switch (the demo's switch state: routes, the netlr: section) for a rack of one
+    client and three replicas, and the replicas."""
+    from netstor.offloads.netlr import demo
+    from netstor.testbed.rack import Host, host_mac, route_config
+    client = Host("c0", "-", 0, 0, "10.77.0.10", host_mac(0, 0), "10.77.0.1")
+    servers = [Host(f"s{i}", "-", 1, i, f"10.77.1.{10 + i}", host_mac(1, i), "10.77.1.1")
+               for i in range(3)]
+
+    class Rack:
+        pass
+    rack = Rack()
+    rack.servers, rack.clients = servers, [client]
+    cfg = route_config([client] + servers)
+    cfg["netlr"] = demo.rack_section(rack)
+    state = demo._SwitchState(cfg)
+    return state.dp, client, servers, [_Replica(tmp_path / f"r{i}", h.ip)
+                                       for i, h in enumerate(servers)]
+
+
+def _frame(src, dst, payload, port=7460):
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from netstor.testbed.rack import port_mac
+    return bytes(Ether(src="02:00:00:00:00:01", dst=f"{port_mac(0):012x}")
+                 / IP(src=src, dst=dst) / UDP(sport=port, dport=port) / payload)
+
+
+def _udp(frame):
+    from scapy.layers.l2 import Ether
+    p = Ether(frame)
+    return p["IP"].dst, bytes(p["UDP"].payload)
+
+
+@pytest.mark.parametrize("dedup", [True, False], ids=["op-ids", "no-op-ids"])
+def test_superseded_write_retried_through_the_switch_model(tmp_path, dedup):
+    """The case the checker found in the test bed, deterministic: write A of an object is
+    applied at every replica, a concurrent write B of the same object supersedes it in the
+    switch's slot and commits, so A's acks are stale (dropped): A's client times out and
+    sends A again (a new seq). With op ids the replicas acknowledge the retry without
+    applying it (A took effect before B) and the object keeps B; without them A's value
+    comes back after B's: the checker rejects that history."""
+    from netstor.offloads.netlr.header import fingerprint, group_of, slot_of
+    dp, client, servers, replicas = _rack_switch(tmp_path)
+    key = C.key16("obj")
+    by_ip = {r.ip: r for r in replicas}
+
+    def head(op, req):
+        return LrHeader(op=op, flags=0, group=group_of(key, 1), slot=slot_of(key),
+                        fp=fingerprint(key), seq=0, rid=0, nrep=0, req=req)
+
+    def to_switch(payload, port=0, src=client.ip, dst="10.77.1.250"):
+        return [(p, *_udp(f)) for p, f in dp.process(_frame(src, dst, payload), port)]
+
+    def copies(payload):
+        outs = to_switch(payload)
+        assert len(outs) == 3 and all(p == 1 for p, _, _ in outs)
+        return [(by_ip[ip], body) for _, ip, body in outs]
+
+    def replies(pairs):
+        return [(r, pl) for r, body in pairs for pl, _ in r.serve(body, (client.ip, 7460))]
+
+    def ack(r, pl):
+        return to_switch(pl, port=1, src=r.ip, dst=client.ip)
+
+    def read(req):
+        (_, ip, body), = to_switch(C.pack_msg(head(OP_READ, req), key))
+        (pl, _), = by_ip[ip].serve(body, (client.ip, 7460))
+        (port, _, body), = to_switch(pl, port=1, src=ip, dst=client.ip)
+        h, _, value = C.unpack_msg(body)
+        assert port == 0 and h.op == OP_READ_REPLY
+        return value.decode() if h.seq else None
+
+    rec = lincheck.Recorder()
+    op_a = 0x01000001 if dedup else 0
+    op_b = 0x02000001 if dedup else 0
+    ta = rec.call(1, "write", "obj", "A")
+    a_acks = replies(copies(C.pack_msg(head(OP_WRITE, 1), key, C.write_value(op_a, b"A"))))
+    t = rec.call(3, "read", "obj")
+    rec.ret(t, read(50))                                 # A is visible (the slot's replica)
+    tb = rec.call(2, "write", "obj", "B")
+    b_acks = replies(copies(C.pack_msg(head(OP_WRITE, 2), key, C.write_value(op_b, b"B"))))
+    passed = [o for r, pl in b_acks for o in ack(r, pl)]
+    assert len(passed) == 1 and passed[0][0] == 0        # B commits: one reply to the client
+    rec.ret(tb)
+    assert all(ack(r, pl) == [] for r, pl in a_acks)     # A's acks: stale, dropped
+    t = rec.call(3, "read", "obj")
+    rec.ret(t, read(51))
+    # A's client times out and retries
+    retry = replies(copies(C.pack_msg(head(OP_WRITE, 3), key, C.write_value(op_a, b"A"))))
+    passed = [o for r, pl in retry for o in ack(r, pl)]
+    assert len(passed) == 1                              # the retry commits either way
+    rec.ret(ta)
+    t = rec.call(3, "read", "obj")
+    final = read(52)
+    rec.ret(t, final)
+    rep = lincheck.check(rec.history()) if _go() else None
+    if dedup:
+        assert final == "B"
+        assert rep is None or rep["ok"]
+    else:
+        assert final == "A"                              # A took effect twice
+        assert rep is None or (not rep["ok"] and rep["key"] == "obj")
