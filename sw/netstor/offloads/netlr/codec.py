@@ -16,16 +16,17 @@ Message after the 26-byte header
 Object store
     One LMDB record per object: key ``b"lr" + key16`` (18 bytes: never an 8-byte storage key),
     value ``u32 seq, u16 n, n x u32 op ids`` (the current writer's op id first, then the
-    latest op id of every other client that wrote it) and the object's value. **A write is applied only if its seq
-    is newer than the stored one** (per-object seq order; an absent object takes any seq;
-    "newer" is serial arithmetic on 32 bits, RFC 1982: ``0 < (new - old) mod 2**32 < 2**31``,
-    so the switch's seq may wrap). Seq 0 is never stored: a read of an absent object answers
-    seq 0 and an empty value.
+    latest op id of every other client that wrote it) and the object's value. **A write is
+    applied only if its seq is newer than the stored one** (per-object seq order; an absent
+    object takes any seq; "newer" is serial arithmetic on 32 bits, RFC 1982:
+    ``0 < (new - old) mod 2**32 < 2**31``, so the switch's seq may wrap). Seq 0 is never
+    stored: a read of an absent object answers seq 0 and an empty value.
 
     **Retries are applied once.** A client sends a timed-out write again with the same op id
     (a new seq). If that op id (or a later one of the same client) wrote this object before
-    and another operation has written it since, the retry is *not* applied (``DONE``, counted in ``lr_done``) but acknowledged as
-    usual: the operation already took effect, before the later one. Without this a resend
+    and another operation has written it since, the retry is *not* applied (``DONE``, counted
+    in ``lr_done``) but acknowledged as usual: the operation already took effect, before the
+    later one. Without this a resend
     brings an old value back after a newer one. The linearizability checker found exactly
     that in the test bed: a write superseded by a concurrent write of the same object is
     never acknowledged, because the switch drops its acks as stale, so its client resends

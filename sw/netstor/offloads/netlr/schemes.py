@@ -7,8 +7,8 @@ holds nothing, ``write(key, value)`` returns once the write is acknowledged; bot
 
 * :class:`NetLrClient` -- NetLR through the switch: requests go to the service address
   (``service``: any address routed through the switch, UDP port 7460) from UDP port 7460
-  (replies come back to it; the switch recognises NetLR by the destination port); ``group``, ``slot``
-  and ``fp`` come from the key by the published rule (:func:`.header.group_of`,
+  (replies come back to it; the switch recognises NetLR by the destination port);
+  ``group``, ``slot`` and ``fp`` come from the key by the published rule (:func:`.header.group_of`,
   :func:`.header.slot_of`, :func:`.header.fingerprint` of :func:`.codec.key16`). A write is
   multicast by the switch to the group's live replicas and answered once all acked; a write
   whose slot is held by another object is dropped by the switch, so the client **retries
@@ -16,8 +16,8 @@ holds nothing, ``write(key, value)`` returns once the write is acknowledged; bot
 * :class:`ChainClient` -- chain replication: writes to the head (the chain travels with the
   write), the tail acks; reads at the tail.
 * :class:`HermesClient` -- Hermes-like: a write to one replica (its coordinator: random per
-  write, the same for all its tries), reads at a random replica (served locally when the key is valid there, else after it
-  turns valid).
+  write, the same for all its tries), reads at a random replica (served locally when the
+  key is valid there, else after it turns valid).
 
 **Retries and linearizability.** A write that timed out is sent again (a new try: a new
 ``req``, and for NetLR a new seq from the switch). A plain resend is not linearizable: if the
