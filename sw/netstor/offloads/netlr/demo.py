@@ -315,8 +315,9 @@ def run_failover(rack, workdir, *, duration=6.0, kill_at=1.5, detect_s=0.3, rejo
     """A NetLR run on a rack (at least 2 client hosts: the last is the controller's) whose
     servers (with NetLR sockets) are started here: clients for ``duration`` s over keys
     ``k0..`` (``keys``); at ``kill_at`` s the last server is killed (SIGKILL),
-    ``detect_s`` later the controller takes it out, and one more client writes each of ``cold_keys`` other keys once (objects only the catch-up can bring to the
-    failed replica); at ``rejoin_at`` s it is restarted (same database: stale), rejoins
+    ``detect_s`` later the controller takes it out, and one more client writes each of
+    ``cold_keys`` other keys once (objects only the catch-up can bring to the failed
+    replica); at ``rejoin_at`` s it is restarted (same database: stale), rejoins
     (phase 1, catch-up from the first server, phase 2); then the final reads of every key and
     the check. Returns the :func:`verdict` plus ``events``, the switch's counters,
     ``catch_up`` (the joiner's report) and ``replicas_agree`` (the stopped servers' stores
