@@ -164,3 +164,14 @@ def test_build_is_cached():
     exe = lincheck.build()
     assert exe.is_file() and exe.parent.parent.name == "lincheck"
     assert lincheck.build() == exe
+
+
+def test_command_line(tmp_path, capsys):
+    from netstor.offloads.netlr.lincheck.__main__ import main
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(lincheck.to_jsonl([W(0, "a", "1", 0, 10), R(1, "a", "1", 20, 30)]))
+    bad.write_text(lincheck.to_jsonl([W(0, "a", "1", 0, 10), R(1, "a", None, 20, 30)]))
+    assert main([str(good)]) == 0 and '"ok": true' in capsys.readouterr().out
+    html = tmp_path / "v.html"
+    assert main([str(bad), "--html", str(html)]) == 1
+    assert '"violations": 1' in capsys.readouterr().out and html.stat().st_size > 1000
