@@ -67,9 +67,9 @@ PRESETS = {
               "fail_rate": 0.2, "detect_us": 5_000.0, "hist": 1, "hist_requests": 1_500,
               "ctrl0": False},
     "headline": {"loads": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2],
-                 "requests": 20_000, "repeats": 3, "replicas": [2, 3, 4, 5, 6],
-                 "slots": [4, 16, 64, 256, 1024, 4096, 1 << 17], "slot_requests": 20_000,
-                 "fail_s": 2.0, "fail_rate": 0.2, "detect_us": DETECT_US, "hist": 6,
+                 "requests": 10_000, "repeats": 3, "replicas": [2, 3, 4, 5, 6],
+                 "slots": [4, 16, 64, 256, 1024, 4096, 1 << 17], "slot_requests": 10_000,
+                 "fail_s": 1.6, "fail_rate": 0.1, "detect_us": DETECT_US, "hist": 6,
                  "hist_requests": 6_000, "ctrl0": True},
     "full": {"loads": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0,
                        1.1, 1.2], "requests": 100_000, "repeats": 5, "replicas": [2, 3, 4, 5, 6],
@@ -713,7 +713,20 @@ def main(argv=None):
     ap.add_argument("--switch", default=None, choices=("ref", "model"))
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--raw", default=None, help="also write the runs' results (JSON) here")
+    ap.add_argument("--merge", nargs="+", default=None,
+                    help="aggregate these --raw files instead of running")
     a = ap.parse_args(argv)
+    if a.merge:
+        done = [t for f in a.merge for t in json.loads(Path(f).read_text())]
+        res = aggregate(done, preset=a.preset)
+        out = Path(a.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res, indent=1) + "\n")
+        plot(res, out.with_suffix(".png"))
+        out.with_suffix(".md").write_text(report_markdown(res) + "\n")
+        print(json.dumps(summary_of(res), indent=1))
+        return 0
     ts = tasks(a.preset, a.seed, schemes=a.schemes.split(",") if a.schemes else None,
                switch=a.switch)
     if a.groups:
@@ -727,6 +740,9 @@ def main(argv=None):
     else:
         done = [run(**t) for t in ts]
     res = aggregate(done, preset=a.preset, wall_s=round(time.time() - t0, 1))
+    if a.raw:
+        Path(a.raw).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.raw).write_text(json.dumps(done) + "\n")
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1) + "\n")
