@@ -7,10 +7,13 @@ the model.
 """
 from __future__ import annotations
 
+import logging
 import os
 import random
 
 import cocotb
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiStreamFrame
 
 from netstor.sim.core_env import CoreEnv, ip, pause_generator, setup_prim, setup_routes
 from netstor.sim.frames import (udp_frame, prim_frame, arp_frame, ipv6_frame, tcp_frame, bad_frames,
@@ -414,3 +417,245 @@ async def test_copy_lane_stale(dut):
     assert (sum(model[n] for n in eg) - sum([await env.csr.counter_read(n) for n in eg])
             == sum(stale.values()))
     await env.check_counters([n for n in model if not n.startswith("out") and n not in eg])
+
+
+def _quiet(env):
+    """No INFO line per frame from the stream models (thousands of one-beat frames: the
+    logging costs more than the simulation)."""
+    for m in list(env.src.values()) + list(env.sink.values()):
+        m.log.setLevel(logging.WARNING)
+
+
+async def _first_beats(env, port, starts):
+    """Append the cycle (``env.cycle``) of every frame's first beat accepted on input
+    ``port`` (wire RX ``port`` or host TX ``port - P``) to ``starts``."""
+    dut = env.dut
+    pre = f"wire_rx{port}" if port < env.P else f"host_tx{port - env.P}"
+    valid, ready, last = (getattr(dut, f"{pre}_{s}") for s in ("tvalid", "tready", "tlast"))
+    first = True
+    while True:
+        await RisingEdge(dut.clk)
+        if valid.value and ready.value:
+            if first:
+                starts.append(env.cycle)
+            first = bool(last.value)
+
+
+@cocotb.test()
+async def test_copy_lane_overflow(dut):
+    """``tm.overflow`` on purpose: 360 multicast packets of 2 beats (66 bytes, the smallest
+    primitives frame) back to back from wire RX 0 to a 4-copy group (one copy per output).
+    The lane serves a packet in 8 clocks and one arrives every 2, so the engine's descriptor
+    FIFO (``desc_fifo`` = 256) fills and packets are refused: none of their copies is made
+    (docs/dataplane-spec.md). The
+    reference (``scoreboard.engine_refusals``, the engine's FIFO, read/landing/prefetch credit
+    and current list, run on the measured arrival cycles) says which packets are refused; the
+    hardware refuses exactly those, counts them in ``tm.overflow``, sends every copy of every
+    other packet in order (drop-aware scoreboard, packets named), drops nothing else (no
+    ``drop_full``, ``drop_stale``, ``recirc_stale``), and every counter but the egress
+    table's (which never sees the refused copies) equals the model's."""
+    from netstor.sim.scoreboard import DropScoreboard, engine_refusals
+    env = CoreEnv(dut, seed=SEED)
+    await env.reset()
+    _quiet(env)
+    await setup_prim(env)
+    copies = [(0, 7), (1, 8), (2, 9), (3, 1)]
+    await env.apply(env.mcast_set(3, copies))
+    rng, N = env.rng, 360
+    sb = DropScoreboard(2 * env.P)
+    frames = []
+    for k in range(N):
+        f = prim_frame(rng, OP_MCAST, 64, src="10.0.0.1", sport=1000, tag=rng.randrange(4),
+                       value=k)
+        for o in env.model.process(f, 0):
+            sb.predict(o.port, (0, 0), o.frame, o.user, packet=k)
+        frames.append(f)
+    starts = []
+    cocotb.start_soon(_first_beats(env, 0, starts))
+    for f in frames:                   # queued at once: the source sends them back to back
+        await env.src[0].send(AxiStreamFrame(f, tuser=0))
+    while len(starts) < N:
+        await ClockCycles(dut.clk, 50)
+    beats = {-(-len(f) // 64) for f in frames}
+    assert len(beats) == 1
+    refused_ref = engine_refusals(starts, len(copies), beats=beats.pop())
+    want = (N - len(refused_ref)) * len(copies)
+    for _ in range(100):               # the lane sends ~4 copies per packet kept
+        if sum(s.count() for s in env.sink.values()) >= want:
+            break
+        await ClockCycles(dut.clk, 100)
+    await ClockCycles(dut.clk, 300)
+    for q, s in env.sink.items():
+        while not s.empty():
+            fr = s.recv_nowait()
+            u = fr.tuser if isinstance(fr.tuser, int) else (fr.tuser[0] if fr.tuser else 0)
+            sb.receive(q, bytes(fr.tdata), int(u))
+    names = [c["name"] for c in env.schema["counters"]]
+    hw = {n: await env.csr.counter_read(n) for n in names if n.startswith(("out", "tm."))}
+    report = sb.check(hw, env.model.counters())
+    dut._log.info(f"overflow: {N} packets, arrivals over {starts[-1] - starts[0] + 1} cycles, "
+                  f"tm.overflow {hw['tm.overflow']}, refused {report['refused_packets']}, "
+                  f"reference {refused_ref}")
+    assert report["mismatches"] == [], report["mismatches"]
+    assert hw["tm.overflow"] > 0 and report["refused_packets"] == refused_ref
+    assert hw["tm.recirc_stale"] == 0
+    assert all(hw[f"out{q}.drop_full"] == 0 == hw[f"out{q}.drop_stale"]
+               for q in range(2 * env.P))
+    # the egress table sees only the copies made: the model's less the refused packets'
+    model = env.model.counters()
+    n_ref = len(refused_ref)
+    assert model["prim.copy_tag.hit"] - await env.csr.counter_read("prim.copy_tag.hit") == 3 * n_ref
+    assert model["prim.copy_tag.miss"] - await env.csr.counter_read("prim.copy_tag.miss") == n_ref
+    await env.check_counters([n for n in model if not n.startswith(("out", "prim.copy_tag"))
+                              and n != "tm.overflow"])
+
+
+@cocotb.test()
+async def test_copy_list_own_port_twice(dut):
+    """A copy list that names a host's own wire port twice (``tm.groups``: [(0, 7), (2, 8),
+    (0, 9)] for host TX 0, whose own port is wire TX 0): both own copies are sent (each
+    rewritten by its rid), each is completed by the MAC and each completion reaches the host,
+    so the host gets two completions for the packet's one tag (docs/dataplane-spec.md, TX
+    completions). Host TX 1's packets of the same group (no copy to wire TX 1) and host TX
+    0's unicast ones to wire TX 1 get one synthesised completion each. Outputs, completions
+    (as multisets: two per own-twice packet) and counters equal the model's."""
+    env = CoreEnv(dut, seed=SEED + 5)
+    await env.reset()
+    _quiet(env)
+    await setup_prim(env)
+    w = env.writer
+    for prio, port in ((4, 2), (5, 3)):          # trust the host queues' 10.0.0.0/16
+        await env.apply(w.ternary_add("prim.trust", [1, port, ip("10.0.0.0")],
+                                      [1, 0xF, 0xFFFF0000], "trusted", priority=prio))
+    await env.apply(env.mcast_set(3, [(0, 7), (2, 8), (0, 9)]))
+    rng = env.rng
+    twice, once, n_mcast = [], {0: [], 1: []}, 0
+    # one input at a time: the packets count in one flow cell, in the model's order
+    for port, n in ((3, 4), (2, 8)):
+        for k in range(n):
+            op = OP_FORWARD if k % 4 == 1 else OP_MCAST
+            user = await env.send(prim_frame(rng, op, rng.choice([64, 128, 300]),
+                                             src="10.0.0.1", sport=1000, tag=rng.randrange(4)),
+                                  port)
+            tag = (user >> 1) & 0xFFFF
+            n_mcast += op == OP_MCAST
+            (twice.append(tag) if port == 2 and op == OP_MCAST else once[port - 2].append(tag))
+        await env.drain()
+    env.check_outputs()
+    assert len(env.received[0]) == 2 * n_mcast and twice     # two copies on wire TX 0 each
+    assert sorted(env.host_cpl[0]) == sorted(twice * 2 + once[0])
+    assert sorted(env.host_cpl[1]) == sorted(once[1]) and once[1]
+    await env.check_counters()
+
+
+#: NetClone's request path (sequence numbers from bank ``nc.seq``) to one server behind wire TX 1
+HOST_ACCESS_CONFIG = {
+    "programs": {"nc": {"trusted_ports": [0]}},
+    "tables": {
+        "nc.groups": {"entries": [{"key": 10, "action": "candidates",
+                                   "params": {"s1": 1, "s2": 1, "policy": 1}}]},
+        "nc.servers": {"entries": [{"key": 1, "action": "server", "params": {
+            "ip": "10.77.1.1", "mac": "02:00:00:00:01:01", "smac": "02:00:00:00:ff:01",
+            "port": 1}}]}},
+}
+
+
+@cocotb.test()
+async def test_host_access_under_updates(dut):
+    """A host access of a register bank while packets update that bank every clock. The
+    platform's own programs have no one-beat packet that writes a bank (a primitives frame is
+    66 bytes, 2 beats, so a bank sees one every other clock), so the packets are NetClone
+    requests (60 bytes, one beat): 1,000 back to back from wire RX 0 each take a sequence
+    number from bank ``nc.seq`` (one cell, ``seq += 1``: port A reads and port B writes every
+    clock) and carry it out on wire TX 1. Meanwhile the host reads the cell, writes it
+    (0x40000000) and reads it again through the AXI-Lite window (``AsyncCsrClient``).
+
+    * Slot: the bank's host port (req to ack, probed in the core) answers each access within
+      the documented bound (register.py: HOST_PATIENCE + D + 2 <= 75 cycles), and each waited
+      past HOST_PATIENCE (the bank was busy every clock: the slot came from an ingress bubble).
+    * No update lost: the sequence numbers out are 1..m and then 0x40000001.. with no gap or
+      repeat, so the host write was ordered between packet m and m+1; the model, given the
+      write at that point, gives the same frames (bytes, order), and the final cell
+      (0x40000000 + 1000 - m) is the model's.
+    * The reads return model states consistent with that order: the first k <= m packets'
+      count, the second 0x40000000 plus at most 1000 - m.
+    """
+    from netstor.compiler import config_ops
+    from netstor.elements.register import RegisterOp
+    from netstor.offloads.netclone.header import NcHeader, NETCLONE_UDP_PORT
+    from netstor.offloads.netclone.program import OP_REQ
+    env = CoreEnv(dut, seed=SEED)
+    await env.reset()
+    _quiet(env)
+    writes, regs = config_ops(HOST_ACCESS_CONFIG, schema=env.schema)
+    for name, value in regs:
+        await env.reg_write(name, value)
+    await env.apply(writes)
+    rng, N, W = env.rng, 1000, 0x40000000
+    frames = [udp_frame(rng, 60, src="10.77.0.1", dst="10.77.2.1", sport=NETCLONE_UDP_PORT,
+                        dport=NETCLONE_UDP_PORT,
+                        payload=NcHeader(OP_REQ, 0, 10, 0, 0, 0, 0, 0).pack())
+              for _ in range(N)]
+    assert all(len(f) <= 64 for f in frames)
+    bank = dut.app.core.datapath.stage1
+    req, ack = bank.nc__seq_req, bank.nc__seq_ack
+    slots = []                         # (req cycle, ack cycle) at the bank's host port
+
+    async def probe():
+        t = None
+        while True:
+            await RisingEdge(dut.clk)
+            if req.value and t is None:
+                t = env.cycle
+            if ack.value and t is not None:
+                slots.append((t, env.cycle))
+                t = None
+    cocotb.start_soon(probe())
+    starts = []
+    cocotb.start_soon(_first_beats(env, 0, starts))
+    for f in frames:                   # queued at once: sent back to back, one per clock
+        await env.src[0].send(AxiStreamFrame(f, tuser=0))
+    while len(starts) < 100:           # the stream runs and has reached the bank (stage 1)
+        await ClockCycles(dut.clk, 10)
+    access = []                        # (what, AXI-Lite cycles)
+    t = env.cycle
+    v1 = await env.csr.mem_read("nc.seq", 0)
+    access.append(("read", env.cycle - t))
+    t = env.cycle
+    await env.csr.mem_write("nc.seq", 0, W)
+    access.append(("write", env.cycle - t))
+    t = env.cycle
+    v2 = await env.csr.mem_read("nc.seq", 0)
+    access.append(("read", env.cycle - t))
+    done_at, last_in = env.cycle, None
+    while env.sink[1].count() < N:
+        await ClockCycles(dut.clk, 100)
+    last_in = starts[-1]
+    await ClockCycles(dut.clk, 200)
+    got = []
+    while not env.sink[1].empty():
+        fr = env.sink[1].recv_nowait()
+        got.append(bytes(fr.tdata))
+    seqs = [int.from_bytes(g[46:50], "big") for g in got]
+    waits = [b - a for a, b in slots]
+    dut._log.info(f"host accesses (AXI-Lite cycles): {access}; bank port req->ack: {waits}; "
+                  f"reads {v1:#x}, {v2:#x}; input span {starts[-1] - starts[0] + 1} cycles for "
+                  f"{len(starts)} packets, accesses done at {done_at}, last packet in at {last_in}")
+    assert starts[-1] - starts[0] == N - 1, "the requests did not arrive one per clock"
+    assert done_at < last_in, "the host accesses ended after the stream"
+    assert len(slots) == 3
+    bound = RegisterOp.HOST_PATIENCE + 65 + 2
+    assert all(RegisterOp.HOST_PATIENCE < w_ <= bound for w_ in waits), waits
+    # every packet's update applied, in order, the host write between packets m and m+1
+    assert len(seqs) == N
+    m = next(k for k, s_ in enumerate(seqs) if s_ > N)
+    assert seqs == list(range(1, m + 1)) + list(range(W + 1, W + N - m + 1)), seqs[:8]
+    assert 0 < v1 <= m and W <= v2 <= W + N - m, (v1, v2, m)
+    for k, f in enumerate(frames):
+        if k == m:
+            env.model.mem_write("nc.seq", 0, W)
+        env.expect(f, 0)
+    env.received[1] = [(g, 0) for g in got]
+    env.check_outputs()
+    assert await env.csr.mem_read("nc.seq", 0) == env.model.mem_read("nc.seq", 0) == W + N - m
+    await env.check_counters()

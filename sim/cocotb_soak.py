@@ -413,6 +413,13 @@ async def test_soak(dut):
         if n in hw and not (n.startswith("out") and n.split(".")[1] in ("pkts", "bytes")):
             if hw[n] != model[n]:
                 bad.append(f"counter {n}: hw {hw[n]} model {model[n]}")
+    # the copy lane: a stale recirculation copy loses the recirculated pass's outputs on
+    # every output, which the scoreboard cannot attribute (docs/dataplane-spec.md, "Stale
+    # copies"), and a refused packet (descriptor FIFO full) loses all its copies: neither may
+    # happen at the soak's paced load
+    for n in ("tm.recirc_stale", "tm.overflow"):
+        if hw.get(n, 0):
+            bad.append(f"{n} = {hw[n]} (must be 0 in a soak)")
     for k in range(2 * P + 1):
         if hw.get(f"in{k}.drop_full", 0):
             bad.append(f"in{k}.drop_full = {hw[f'in{k}.drop_full']} (the soak paces its "

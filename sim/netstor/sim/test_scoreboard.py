@@ -86,3 +86,77 @@ def test_stale_copies_are_counted_drops():
     assert any("out0.drop_full = 0 + drop_stale = 1" in m for m in r["mismatches"])
     r = _board(got, drop_full=2, drop_stale=1)
     assert any("missing but" in m for m in r["mismatches"])
+
+
+def _packets_board(got, hw_extra):
+    """Two outputs, packets 0..3, each a copy on output 0 (64 B) and on output 1 (100 B),
+    named by ``predict(..., packet=k)``; ``got``: the packets whose copy arrived, per output."""
+    f = {0: _frames(1, 4), 1: _frames(2, 4, 100)}
+    sb = DropScoreboard(2)
+    for k in range(4):
+        for q in (0, 1):
+            sb.predict(q, (0, 0), f[q][k], 0, packet=k)
+    hw, model = dict(hw_extra), {}
+    for q in (0, 1):
+        for k in got[q]:
+            sb.receive(q, f[q][k], 0)
+        hw[f"out{q}.pkts"] = len(got[q])
+        hw[f"out{q}.bytes"] = sum(len(f[q][k]) for k in got[q])
+        model[f"out{q}.pkts"] = 4
+        model[f"out{q}.bytes"] = 4 * len(f[q][0])
+    return sb.check(hw, model)
+
+
+def test_refused_packets_are_the_whole_missing_ones():
+    """``tm.overflow``: a refused packet makes no copy; its copies on every output are missing
+    and no per-output counter counts them. Packet 2 whole-missing with tm.overflow = 1 passes;
+    without the counter it fails; a packet missing on one output only is no refused packet."""
+    r = _packets_board({0: [0, 1, 3], 1: [0, 1, 3]}, {"tm.overflow": 1})
+    assert r["mismatches"] == [] and r["refused_packets"] == [2]
+    assert r["outputs"][0]["refused"] == 1 and r["outputs"][1]["dropped_seen"] == 0
+    r = _packets_board({0: [0, 1, 3], 1: [0, 1, 3]}, {})
+    assert any("missing but out0.drop_full = 0" in m for m in r["mismatches"])
+    r = _packets_board({0: [0, 1, 3], 1: [0, 1, 2, 3]}, {"tm.overflow": 1})
+    assert any("tm.overflow = 1 but 0 packets lost every copy" in m for m in r["mismatches"])
+    # one refused and one copy dropped at a full queue: both accounted
+    r = _packets_board({0: [0, 3], 1: [0, 1, 3]}, {"tm.overflow": 1, "out0.drop_full": 1})
+    assert r["mismatches"] == []
+
+
+def test_stale_recirculation_copy_fails():
+    got = [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 0), ("b", 1), ("b", 2)]
+    a, b = _frames(1, 5), _frames(2, 3, 100)
+    sb = DropScoreboard(1)
+    for f in a:
+        sb.predict(0, (0, 0), f, 0)
+    for f in b:
+        sb.predict(0, (1, 0), f, 0)
+    for s, i in got:
+        sb.receive(0, (a if s == "a" else b)[i], 0)
+    hw = {"out0.pkts": 8, "out0.bytes": 620}
+    model = {"out0.pkts": 8, "out0.bytes": 620}
+    assert sb.check(hw, model)["mismatches"] == []
+    r = sb.check({**hw, "tm.recirc_stale": 1}, model)
+    assert any("tm.recirc_stale = 1" in m for m in r["mismatches"])
+
+
+def test_engine_refusals_hand_computed():
+    """FIFO of 2, prefetch credit 1, lists of 3 copies, descriptors in cycles 0..7: by hand
+    (level, read, landing, prefetch, current copies left per cycle), 0, 1, 2 enter, 3 and 4
+    find the FIFO full, the first list becomes current in cycle 4 (its first copy in cycle 5,
+    the engine's 5-cycle latency), the FIFO's head is issued in cycle 5, so 5 is refused (the
+    level is still 2 in cycle 5), 6 enters, 7 is refused."""
+    from netstor.sim.scoreboard import engine_refusals
+    assert engine_refusals(range(8), 3, fifo_depth=2, prefetch=1) == [3, 4, 5, 7]
+    # never full: nothing refused; only the differences of the arrival cycles matter
+    assert engine_refusals(range(100, 140, 4), 3, fifo_depth=2, prefetch=1) == []
+    assert engine_refusals([x + 7 for x in range(8)], 3, fifo_depth=2, prefetch=1) == [3, 4, 5, 7]
+    # copies of 2 beats (the lane takes one every 2 cycles), a descriptor every 2 cycles, 2
+    # copies per list: by hand, the first list is current in cycle 4 and its copies leave in
+    # 5 and 7, the second's in 9 and 11 ...; 4 (cycle 8) and 6 (cycle 12) find the FIFO full
+    assert engine_refusals(range(0, 16, 2), 2, beats=2, fifo_depth=2, prefetch=1) == [4, 6]
+    # steady state of a full FIFO: one descriptor enters per list served (every 4 cycles)
+    ref = engine_refusals(range(400), 4)
+    kept = [k for k in range(400) if k not in set(ref)]
+    first = ref[0]
+    assert all(b - a == 4 for a, b in zip(kept[first:], kept[first + 1:]))
