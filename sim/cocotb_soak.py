@@ -455,6 +455,8 @@ async def test_soak(dut):
         "tm_drop": hw.get("tm.drop", 0),
         "mismatches": len(bad),
         "mismatch_detail": bad[:20],
+        # every counter the hardware keeps (non-zero ones), as read after the drain
+        "counters": {n: v for n, v in sorted(hw.items()) if v},
     }
     text = json.dumps(figures, indent=1, sort_keys=True)
     Path("soak.json").write_text(text + "\n")
