@@ -311,7 +311,8 @@ def verdict(results):
 
 
 def run_failover(rack, workdir, *, duration=6.0, kill_at=1.5, detect_s=0.3, rejoin_at=3.0,
-                 keys=8, cold_keys=8, clients_per_host=2, write_ratio=0.3, catch_up=True):
+                 keys=8, cold_keys=8, clients_per_host=2, write_ratio=0.3, catch_up=True,
+                 victim=-1):
     """A NetLR run on a rack (at least 2 client hosts: the last is the controller's) whose
     servers (with NetLR sockets) are started here: clients for ``duration`` s over keys
     ``k0..`` (``keys``); at ``kill_at`` s the last server is killed (SIGKILL),
@@ -322,7 +323,9 @@ def run_failover(rack, workdir, *, duration=6.0, kill_at=1.5, detect_s=0.3, rejo
     the check. Returns the :func:`verdict` plus ``events``, the switch's counters,
     ``catch_up`` (the joiner's report) and ``replicas_agree`` (the stopped servers' stores
     hold the same seq and value for every key). ``catch_up=False`` skips the copy (phase 2
-    right after phase 1): a negative control, the failed replica serves stale objects."""
+    right after phase 1): a negative control, the failed replica serves stale objects.
+    ``victim``: the index of the server killed (default the last; 0 is the group's first
+    live replica, where fresh slots steer their reads); the donor is the next one."""
     from netstor.testbed.experiment import start_servers
     workdir = Path(workdir)
     stats = workdir / "switch-lr.json"
@@ -332,14 +335,15 @@ def run_failover(rack, workdir, *, duration=6.0, kill_at=1.5, detect_s=0.3, rejo
     start_switch(rack, cfg, workdir, stats_json=stats, membership=sock)
     procs = start_servers(rack, workdir, "none", offload_ports={"netlr": NETLR_UDP_PORT})
     ctl = Membership(rack, sock)
-    victim, donor = rack.servers[-1], rack.servers[0]
+    vi = victim % len(rack.servers)
+    victim, donor = rack.servers[vi], rack.servers[(vi + 1) % len(rack.servers)]
     t0 = time.monotonic()
     clients = start_clients(rack, workdir, clients_per_host=clients_per_host,
                             duration=duration, keys=keys, write_ratio=write_ratio)
     events = []
     try:
         time.sleep(max(0.0, t0 + kill_at - time.monotonic()))
-        vproc = procs[-1]
+        vproc = procs[vi]
         vproc.stop(sig=9)
         events.append((round(time.monotonic() - t0, 3), f"killed {victim.name}"))
         time.sleep(detect_s)
@@ -351,7 +355,7 @@ def run_failover(rack, workdir, *, duration=6.0, kill_at=1.5, detect_s=0.3, rejo
         rep = None
         if rejoin_at is not None:
             time.sleep(max(0.0, t0 + rejoin_at - time.monotonic()))
-            procs[-1] = _restart_server(rack, workdir, victim, len(rack.servers))
+            procs[vi] = _restart_server(rack, workdir, victim, vi + 1)
             rep = ctl.rejoin(victim, donor, catch_up_from=(
                 (lambda j, d: _catch_up_in_ns(rack, workdir, j, d)) if catch_up else
                 (lambda j, d: {"ok": True, "objects": 0, "applied": 0, "skipped": True})))
