@@ -101,11 +101,13 @@ def frame(src, dst, sport, dport, hdr, body=b"", *, smac=0x020000000099, dmac=SW
     ip = bytearray(b"\x45\x00" + (20 + ulen).to_bytes(2, "big") + b"\x12\x34\x00\x00"
                    + bytes([ttl, 17]) + b"\0\0" + src.to_bytes(4, "big") + dst.to_bytes(4, "big"))
     ip[10:12] = inet_csum(bytes(ip)).to_bytes(2, "big")
-    pseudo = src.to_bytes(4, "big") + dst.to_bytes(4, "big") + bytes([0, 17]) + ulen.to_bytes(2, "big")
+    pseudo = (src.to_bytes(4, "big") + dst.to_bytes(4, "big") + bytes([0, 17])
+              + ulen.to_bytes(2, "big"))
     udp = sport.to_bytes(2, "big") + dport.to_bytes(2, "big") + ulen.to_bytes(2, "big")
     c = inet_csum(pseudo + udp + b"\0\0" + payload) or 0xFFFF
     udp += c.to_bytes(2, "big")
-    return dmac.to_bytes(6, "big") + smac.to_bytes(6, "big") + b"\x08\x00" + bytes(ip) + udp + payload
+    return (dmac.to_bytes(6, "big") + smac.to_bytes(6, "big") + b"\x08\x00" + bytes(ip) + udp
+            + payload)
 
 
 def key(i):
