@@ -41,6 +41,16 @@ Data-plane ops (the switch's)
     * ``READ``: ``READ_REPLY`` with the stored value and its seq (0: absent), ``rid`` echoed,
       to the source.
 
+Storage mode (flag :data:`F_STORAGE`, ``netstor-load --scheme netlr``)
+    A READ or WRITE with flag ``F_STORAGE`` carries a netstor storage request
+    (:mod:`netstor.proto`: GET or PUT, its 64-bit key, the value) instead of key16 and value;
+    the object is :func:`key16` of that key (16 bytes big-endian), so ``group``, ``slot`` and
+    ``fp`` are computed on it. The answer is READ_REPLY / WRITE_REPLY (flag kept) with the
+    storage reply behind it (GET: the value or NOT_FOUND; PUT: OK), which the load
+    generator's engine unwraps (:meth:`NetLrCodec.split_reply`). There is no op id (the load
+    generator does not retry). A PUT with seq 0 (no switch sequenced it: a replica addressed
+    directly) is given the object's next seq.
+
 Host-to-host ops (16 and up: not data-plane ops; the switch forwards them as plain IPv4)
     Rejoin catch-up (phase 1 of a rejoin, ``docs/netlr.md``): the controller (or a test) sends
     :data:`T_CATCHUP` to the **joining** replica, the value being the donor's address
@@ -106,7 +116,7 @@ __all__ = ["NetLrCodec", "ObjectStore", "key16", "newer", "Route", "pack_msg", "
            "T_CATCHUP", "T_CATCHUP_DONE", "T_SYNC", "T_SYNC_REPLY", "T_CR_WRITE", "T_CR_ACK",
            "T_CR_READ", "T_CR_READ_REPLY", "T_HM_WRITE", "T_HM_INV", "T_HM_ACK", "T_HM_VAL",
            "T_HM_WRITE_REPLY", "T_HM_READ", "T_HM_READ_REPLY", "F_FIRST", "F_LAST",
-           "HOST_OPS", "KEY_BYTES"]
+           "HOST_OPS", "KEY_BYTES", "F_STORAGE"]
 
 log = logging.getLogger("netstor.offloads.netlr.codec")
 
@@ -135,7 +145,8 @@ HOST_OPS = {T_CATCHUP: "CATCHUP", T_CATCHUP_DONE: "CATCHUP_DONE", T_SYNC: "SYNC"
             T_HM_WRITE_REPLY: "HM_WRITE_REPLY", T_HM_READ: "HM_READ",
             T_HM_READ_REPLY: "HM_READ_REPLY"}
 
-# flags of the host ops (the data plane does not act on flags)
+# flags (the data plane does not act on flags; header.F_RETRY is 0x01)
+F_STORAGE = 0x02         # READ/WRITE carrying a netstor storage request (netstor-load)
 F_FIRST = 0x10
 F_LAST = 0x20
 
@@ -427,6 +438,14 @@ class NetLrCodec(ServerCodec):
     def split_request(self, data):          # never called: serve() takes every datagram
         return None
 
+    def split_reply(self, data):
+        """The load generator's engine: ``(LrHeader, storage reply)`` of a storage-mode
+        answer (:data:`F_STORAGE`), else None."""
+        if len(data) > LR_LEN and data[0] in (OP_READ_REPLY, OP_WRITE_REPLY) and \
+                data[1] & F_STORAGE:
+            return LrHeader.unpack(data), data[LR_LEN:]
+        return None
+
     def reply_header(self, header, server_id, load, service_ns):
         raise NotImplementedError("NetLR replies are NetLR packets (serve)")
 
@@ -436,6 +455,8 @@ class NetLrCodec(ServerCodec):
             if len(data) < LR_LEN + KEY_BYTES:
                 raise ValueError(f"{len(data)} bytes: too short")
             op = data[0]
+            if op in (OP_WRITE, OP_READ) and data[1] & F_STORAGE:
+                return self._storage(server, sock, data, addr)
             if op in (OP_WRITE, OP_READ):
                 h, key, value = unpack_msg(data)
                 trailer = b""
@@ -490,6 +511,34 @@ class NetLrCodec(ServerCodec):
         seq, val = cur if cur is not None else (0, b"")
         self._send(server, sock, pack_msg(h._replace(op=OP_READ_REPLY, seq=seq), key, val),
                    addr)
+
+    def _storage(self, server, sock, data, addr):
+        from netstor.proto import Header, Op, ProtocolError, Status
+        try:
+            h = LrHeader.unpack(data)
+            req = Header.unpack(data[LR_LEN:])
+        except (ValueError, ProtocolError) as e:
+            return self._drop(server, addr, f"storage mode: {e}")
+        key = key16(req.key)
+        store = ObjectStore(server.env)
+        if h.op == OP_WRITE and req.op == Op.PUT:
+            server.count("lr_writes")
+            with ObjectStore._lock:
+                seq = h.seq or store.next_version(key)
+                res = store.apply(key, seq, req.value)
+            server.count("lr_applied" if res == APPLIED else "lr_stale")
+            rep = req.reply(Status.OK, server_id=server.server_id)
+            out = h._replace(op=OP_WRITE_REPLY, seq=seq)
+        elif h.op == OP_READ and req.op == Op.GET:
+            server.count("lr_reads")
+            cur = store.get(key)
+            rep = req.reply(Status.OK if cur else Status.NOT_FOUND,
+                            value=cur[1] if cur else b"", server_id=server.server_id)
+            out = h._replace(op=OP_READ_REPLY, seq=cur[0] if cur else 0)
+        else:
+            return self._drop(server, addr, f"storage mode: {Op.name(req.op)} in a "
+                                            f"NetLR op {h.op}")
+        self._send(server, sock, out.pack() + rep.pack(), addr)
 
     # ---- rejoin catch-up -------------------------------------------------------------------
     def _sync(self, server, sock, h, key, value, trailer, addr):

@@ -1,5 +1,7 @@
 """NetLR's clients and the baselines' clients on the same agents, with the histories the
-linearizability checker (:mod:`.lincheck`) takes.
+linearizability checker (:mod:`.lincheck`) takes; and ``netstor-load``'s scheme
+(:class:`NetLrLoad`, :data:`SCHEMES`: storage requests behind the NetLR header, for load and
+latency, no histories).
 
 Clients (one operation at a time each; ``read(key)`` returns the value or None when the key
 holds nothing, ``write(key, value)`` returns once the write is acknowledged; both raise
@@ -52,14 +54,17 @@ import sys
 import threading
 import time
 
-from .codec import (Route, write_value, T_CR_ACK, T_CR_READ, T_CR_READ_REPLY, T_CR_WRITE, T_HM_READ,
+from netstor.agent.schemes import Scheme
+from netstor.proto import Op
+
+from .codec import (F_STORAGE, NetLrCodec, Route, write_value, T_CR_ACK, T_CR_READ, T_CR_READ_REPLY, T_CR_WRITE, T_HM_READ,
                     T_HM_READ_REPLY, T_HM_WRITE, T_HM_WRITE_REPLY, key16, pack_host, pack_msg,
                     unpack_host, unpack_msg)
 from .header import (F_RETRY, NETLR_UDP_PORT, OP_READ, OP_READ_REPLY, OP_WRITE,
                      OP_WRITE_REPLY, LrHeader, fingerprint, group_of, slot_of)
 from .lincheck import Recorder
 
-__all__ = ["LrTimeout", "Endpoint", "NetLrClient", "ChainClient", "HermesClient", "CLIENTS",
+__all__ = ["SCHEMES", "NetLrLoad", "LrTimeout", "Endpoint", "NetLrClient", "ChainClient", "HermesClient", "CLIENTS",
            "run_workload", "main"]
 
 
@@ -313,6 +318,63 @@ class HermesClient(_Client):
 
 
 CLIENTS = {"netlr": NetLrClient, "cr": ChainClient, "hermes": HermesClient}
+
+
+# ---- netstor-load ----------------------------------------------------------------------------
+class NetLrLoad(Scheme):
+    """``netstor-load --scheme netlr``: every request a NetLR READ (GET) or WRITE (PUT) in
+    storage mode (:data:`.codec.F_STORAGE`: the netstor storage request behind the NetLR
+    header) to the service address ``--target VIP[:7460]``, from local UDP port 7460 (the
+    switch knows NetLR replies by it); ``group``/``slot``/``fp`` from the key's
+    :func:`.codec.key16`. No retries: a write the switch drops (slot collision) or that does
+    not commit counts as a timeout. The result's ``netlr`` section: replies per replica id
+    (``by_rid``)."""
+    name = "netlr"
+    help = "NetLR reads/writes to the service address --target (the switch replicates)"
+    codec = NetLrCodec()
+    port = NETLR_UDP_PORT
+    preload = False
+    options = {"lr_groups": 1, "lr_bind_port": NETLR_UDP_PORT}
+
+    def __init__(self, n_targets, rng, seed, **options):
+        super().__init__(n_targets, rng, seed, **options)
+        if not 1 <= self.lr_groups <= 0xFFFF:
+            raise ValueError(f"lr_groups must be 1..65535, got {self.lr_groups!r}")
+        self.by_rid = {}
+
+    @property
+    def bind_port(self):
+        return self.lr_bind_port
+
+    @classmethod
+    def add_arguments(cls, p):
+        p.add_argument("--lr-groups", type=int, default=1, metavar="N",
+                       help="netlr: the published replica-group count (key -> group rule)")
+        p.add_argument("--lr-bind-port", type=int, default=NETLR_UDP_PORT, metavar="PORT",
+                       help=f"netlr: local UDP port (default {NETLR_UDP_PORT}: the switch "
+                            "takes replies to it as NetLR packets)")
+
+    def send(self, eng, op, key, value, now_ns):
+        k = key16(key)
+        if op not in (Op.GET, Op.PUT):
+            raise ValueError(f"scheme netlr sends GET and PUT only, not {Op.name(op)}")
+        head = LrHeader(op=OP_WRITE if op == Op.PUT else OP_READ, flags=F_STORAGE,
+                        group=group_of(k, self.lr_groups), slot=slot_of(k),
+                        fp=fingerprint(k), seq=0, rid=0, nrep=0, req=0).pack()
+        eng.send(op, key, value, target=0, now_ns=now_ns, head=head)
+
+    def record(self, c):
+        if c.reply is not None and c.head is not None:
+            self.by_rid[c.head.rid] = self.by_rid.get(c.head.rid, 0) + 1
+
+    def result(self, replies, targets):
+        return {"by_rid": {str(r): n for r, n in sorted(self.by_rid.items())}}
+
+    def config(self):
+        return {"lr_groups": self.lr_groups}
+
+
+SCHEMES = {"netlr": NetLrLoad}
 
 
 def run_workload(make_client, *, clients=2, ops=200, keys=8, write_ratio=0.3, seed=1,

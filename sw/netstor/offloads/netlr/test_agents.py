@@ -353,3 +353,53 @@ def test_superseded_write_retried_through_the_switch_model(tmp_path, dedup):
     else:
         assert final == "A"                              # A took effect twice
         assert rep is None or (not rep["ok"] and rep["key"] == "obj")
+
+
+def test_load_scheme_storage_mode_on_a_replica(servers):
+    """``netstor-load --scheme netlr``'s requests (the storage request behind a NetLR header,
+    flag F_STORAGE) answered by a replica addressed directly (no switch: a PUT without a
+    seq takes the object's next one): PUT then GET of the same key through the load
+    generator's engine, the NetLR header unwrapped, the key's group/slot/fp by the rule."""
+    import random
+    from netstor.agent.client import Engine
+    from netstor.offloads.netlr.header import fingerprint, group_of, slot_of
+    from netstor.offloads.netlr.schemes import SCHEMES
+    from netstor.proto import Op, Status
+    cls = SCHEMES["netlr"]
+    sch = cls(1, random.Random(1), 1, lr_groups=4, lr_bind_port=0)
+    addr = servers[1].offload_address("netlr")
+    seen = []
+
+    with Engine([addr], timeout=2.0, bind=(LOOP, 0), codec=sch.codec) as eng:
+        eng.sock = _Wrap(eng.sock, seen)
+        got = []
+        for op, key, value in ((Op.PUT, 0x1234, b"one"), (Op.PUT, 0x1234, b"two"),
+                               (Op.GET, 0x1234, b""), (Op.GET, 0x9999, b"")):
+            sch.send(eng, op, key, value, None)
+            (c,) = eng.poll(2.0)
+            sch.record(c)
+            got.append(c)
+    put1, put2, get, miss = got
+    assert [c.reply.status for c in got] == [Status.OK, Status.OK, Status.OK,
+                                             Status.NOT_FOUND]
+    assert get.reply.value == b"two" and get.head.op == OP_READ_REPLY and get.head.seq == 2
+    assert (put1.head.op, put1.head.seq, put2.head.seq) == (OP_WRITE_REPLY, 1, 2)
+    h = LrHeader.unpack(seen[0])
+    k = C.key16(0x1234)
+    assert (h.op, h.flags, h.group, h.slot, h.fp) == (OP_WRITE, C.F_STORAGE, group_of(k, 4),
+                                                     slot_of(k), fingerprint(k))
+    assert sch.result(4, [addr]) == {"by_rid": {"0": 4}}
+
+
+class _Wrap:
+    """A socket whose ``sendto`` also records the datagram."""
+
+    def __init__(self, sock, seen):
+        self._s, self._seen = sock, seen
+
+    def sendto(self, data, a):
+        self._seen.append(bytes(data))
+        return self._s.sendto(data, a)
+
+    def __getattr__(self, name):
+        return getattr(self._s, name)
