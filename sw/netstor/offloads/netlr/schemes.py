@@ -57,15 +57,15 @@ import time
 from netstor.agent.schemes import Scheme
 from netstor.proto import Op
 
-from .codec import (F_STORAGE, NetLrCodec, Route, write_value, T_CR_ACK, T_CR_READ, T_CR_READ_REPLY, T_CR_WRITE, T_HM_READ,
-                    T_HM_READ_REPLY, T_HM_WRITE, T_HM_WRITE_REPLY, key16, pack_host, pack_msg,
-                    unpack_host, unpack_msg)
+from .codec import (F_STORAGE, T_CR_ACK, T_CR_READ, T_CR_READ_REPLY, T_CR_WRITE, T_HM_READ,
+                    T_HM_READ_REPLY, T_HM_WRITE, T_HM_WRITE_REPLY, NetLrCodec, Route, key16,
+                    pack_host, pack_msg, unpack_host, unpack_msg, write_value)
 from .header import (F_RETRY, NETLR_UDP_PORT, OP_READ, OP_READ_REPLY, OP_WRITE,
                      OP_WRITE_REPLY, LrHeader, fingerprint, group_of, slot_of)
 from .lincheck import Recorder
 
-__all__ = ["SCHEMES", "NetLrLoad", "LrTimeout", "Endpoint", "NetLrClient", "ChainClient", "HermesClient", "CLIENTS",
-           "run_workload", "main"]
+__all__ = ["SCHEMES", "NetLrLoad", "LrTimeout", "Endpoint", "NetLrClient", "ChainClient",
+           "HermesClient", "CLIENTS", "run_workload", "final_read", "main"]
 
 
 class LrTimeout(Exception):
