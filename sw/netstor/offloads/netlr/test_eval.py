@@ -139,7 +139,9 @@ def test_evaluation_hook_writes_the_issue_keys(tmp_path):
     assert s["acked_writes_lost"] == 0 and s["linearizability_violations_dedup"] == 0
     res = json.loads((tmp_path / "netlr.json").read_text())
     assert res["model_check"][0]["mismatches"] == 0
-    f = res["fail"]
+    f = res["fail"][0]
     assert f["removed_us"] == pytest.approx(f["fail_us"] + f["detect_us"])
+    # no write commits while the dead replica is in the group; they do after its removal
+    assert f["during_writes_rps"] == 0 and f["after_writes_rps"] > 0
     assert (tmp_path / "netlr.png").stat().st_size > 10_000
     assert "| NetLR / CR saturation throughput |" in sec.markdown
