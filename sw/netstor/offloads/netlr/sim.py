@@ -55,6 +55,11 @@ The baselines speak the NetLR header layout on their own UDP ports (routed by th
 any UDP): ``op``, ``seq`` (version / timestamp), ``rid`` (sender), ``req``; ``group`` carries
 the requesting client's index so the answering replica can reach it.
 
+**Retries** are applied once (``dedup``, netstor-server's rule, :meth:`Replica.apply`); the
+plain rule of the lead's first protocol text (apply any newer seq) is an option: under it a
+write superseded by another write of its object is retried with a new seq and takes effect a
+second time (the checker catches it; the evaluation runs both).
+
 **Membership** (NetLR): :meth:`LrRun.kill` stops a replica at a virtual time; the controller
 notices after ``detect_us`` (a parameter of the run: the design's detection delay, see
 :mod:`.eval`) and removes the replica from its group (live bit, copy list, live count) by table
@@ -316,8 +321,9 @@ class Replica:
         self._u, self._v = run.draws
         self.ctrl_cost = run.ctrl_cost
         self.dedup = run.dedup
-        self.applied = set()          # request ids applied (dedup)
+        self.writers = {}             # dedup: key -> [writer op id, {op ids that wrote}]
         self.dups = 0
+        self.stale_recorded = 0       # dedup: op ids recorded from writes that were not newer
 
     def cpu(self, draw, kind, fn, *args):
         """Queue one message: ``fn(*args)`` runs when a worker has spent its service time."""
@@ -358,18 +364,39 @@ class Replica:
 
     def apply(self, key, version, value, req=None):
         """Store ``value`` if ``version`` is newer than the stored one. With the run's
-        ``dedup``, a write whose request id this replica applied before (a client's retry)
-        changes nothing (its ack still goes out)."""
-        if self.dedup and req is not None:
-            if req in self.applied:
-                self.dups += 1
-                return False
-            self.applied.add(req)
+        ``dedup`` (retries applied once, as netstor-server does: :class:`.codec.ObjectStore`):
+        per object the current writer's op id and the op ids that wrote it are kept; a try of
+        an operation that wrote the object before and that another operation has overwritten
+        since is not applied again (its ack still goes out): it already took effect, before
+        the later one. Two differences from the server's record, both because the simulated
+        clients are open loop (many operations in flight, several on one key) and replicas
+        run several workers at once: the record is per op id, not "this client's latest op
+        id" (a client's later operation is not necessarily ordered after its earlier one:
+        Hermes orders by coordinator timestamps), and a write that was not newer (a worker
+        finished it after a newer one) is recorded as having written too (it is ordered
+        before the stored one): otherwise a replica that saw the first try out of order
+        applies the retry while the others do not, and the replicas diverge."""
+        if not (self.dedup and req is not None):
+            old = self.store.get(key)
+            if old is None or version > old[0]:
+                self.store[key] = (version, value)
+                return True
+            return False
+        meta = self.writers.get(key)
+        if meta is not None and req in meta[1] and meta[0] != req:
+            self.dups += 1
+            return False
         old = self.store.get(key)
-        if old is None or version > old[0]:
+        applied = old is None or version > old[0]
+        if meta is None:
+            meta = self.writers[key] = [None, set()]
+        meta[1].add(req)
+        if applied:
             self.store[key] = (version, value)
-            return True
-        return False
+            meta[0] = req
+        else:
+            self.stale_recorded += 1
+        return applied
 
     def send(self, ip, sport, dport, payload):
         if self.alive:
@@ -732,9 +759,9 @@ class LrRun:
       operations outstanding per client (each starts when one ends: saturation throughput;
       ``throughput_rps`` is then the completions between the 10th and 90th percentile of the
       completion times over that span).
-    * ``dedup``: replicas remember the request ids they applied and do not apply a retried
-      write again (see :meth:`Replica.apply`); False: the protocol as the lead wrote it
-      (apply whenever the seq is newer), under which a retried write can take effect twice.
+    * ``dedup``: replicas apply a retried write once, as ``netstor-server`` does (see
+      :meth:`Replica.apply`); False: the plain rule (apply whenever the seq is newer), under
+      which a retried write can take effect twice.
     * ``model_class``: the NetLR model's base class (None: compiled when available);
       ``trace``: switch input frames to record.
     """
@@ -744,7 +771,7 @@ class LrRun:
                  write_ratio=0.05, n_keys=1_000_000, value_len=64, retry_us=1_000.0,
                  timeout_us=20_000.0, warmup=0.1, link_ns=1_000, gbps=40.0, slots=1 << 17,
                  seed=1, fail=None, detect_us=1_000.0, switch="ref", model_class=None,
-                 trace=0, start_ns=0, dedup=False, outstanding=None):
+                 trace=0, start_ns=0, dedup=True, outstanding=None):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme {scheme!r}: one of {SCHEMES}")
         if not 1 <= replicas <= min(servers, 8):
@@ -1006,6 +1033,7 @@ class LrRun:
         out["retries"] = sum(c.retries for c in self.clients)
         out["duplicates"] = sum(c.duplicates for c in self.clients)
         out["retried_writes_not_reapplied"] = sum(r.dups for r in self.replicas)
+        out["stale_writes_recorded"] = sum(r.stale_recorded for r in self.replicas)
         out["stray"] = sum(c.stray for c in self.clients)
         span_all = self.sim.now
         out["replicas"] = [{"rid": r.rid, "alive": r.alive,

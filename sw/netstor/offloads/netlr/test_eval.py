@@ -2,8 +2,8 @@
 decides every frame as the reference rules do; the write path's counts (copies, acks,
 commits) and the round-robin reads are what the protocol says; a failed replica stops every
 commit until the controller removes it; histories with a replica killed mid-run pass
-porcupine (with retry de-duplication at the replicas; without it a retried write can take
-effect twice, and the checker sees it); saturation throughput equals each scheme's analytic
+porcupine (retries applied once, as netstor-server does; with the plain rule a retried write
+can take effect twice, and the checker sees it); saturation throughput equals each scheme's analytic
 bound; the evaluation hook writes the issue's summary keys."""
 from __future__ import annotations
 
@@ -94,10 +94,10 @@ def test_histories_with_a_failure_are_linearizable():
 
 
 def test_retry_without_dedup_can_apply_a_write_twice():
-    """The protocol as first written (replicas apply any newer seq): a write superseded by a
-    later write of the same object never commits, its retry gets a new seq and the value
-    comes back after the later one. The checker sees it; the same traffic with replicas that
-    de-duplicate retries is linearizable."""
+    """The plain rule (replicas apply any newer seq): a write superseded by a later write of
+    the same object never commits, its retry gets a new seq and the value comes back after
+    the later one. The checker sees it; the same traffic with netstor-server's rule (a retry
+    of an operation overwritten since is not applied again) is linearizable."""
     lc = _checker()
     out = {}
     for dedup in (False, True):
@@ -135,8 +135,9 @@ def test_evaluation_hook_writes_the_issue_keys(tmp_path):
             "operations_checked", "linearizability_violations",
             "acked_writes_lost"} <= set(s)
     assert 2.5 < s["throughput_vs_cr"] < 4.5 and 1.0 < s["throughput_vs_hermes"] < 1.6
-    assert s["histories_checked"] == 2 and s["operations_checked"] > 2_000
-    assert s["acked_writes_lost"] == 0 and s["linearizability_violations_dedup"] == 0
+    assert s["operations_checked"] > 1_000
+    assert s["acked_writes_lost"] == 0 and s["linearizability_violations"] == 0
+    assert s["histories_checked"] == 1 and s["linearizability_violations_plain_retry"] > 0
     res = json.loads((tmp_path / "netlr.json").read_text())
     assert res["model_check"][0]["mismatches"] == 0
     f = res["fail"][0]
