@@ -2,7 +2,9 @@
 lookup returns the longest hit of the spec's bank rule over a shadow of the host's writes.
 
 The engine is built alone, small: 4 banks of 2 slots, 4-bit keys (lengths 0..7: beyond ``kw``
-too), 2-bit payloads, so the max tree has two node levels in one registered stage. Inputs,
+too), 2-bit payloads; the winner stage is the flat one (a flip-flop per bank pair, updated
+a cycle after a length write) or, with ``select="tree"``, the max tree (two node levels in
+one registered stage). Inputs,
 free every cycle: the lookup ``key``, an entry write (``wr_en``, ``wr_addr``, ``wr_data``) and a
 length write (``len_we``, ``len_addr``, ``len_wdata``).
 
@@ -29,8 +31,9 @@ from netstor.gateware.lpm import LpmHash, hash_masks
 
 
 class LpmProps(wiring.Component):
-    def __init__(self, banks=4, depth=2, kw=4, pw=2):
+    def __init__(self, banks=4, depth=2, kw=4, pw=2, select="flat"):
         self.banks, self.depth, self.kw, self.pw = banks, depth, kw, pw
+        self.select = select
         self.lb = max(1, kw.bit_length())
         self.sbits = (depth - 1).bit_length()
         bbits = max(1, (banks - 1).bit_length())
@@ -44,7 +47,8 @@ class LpmProps(wiring.Component):
         m = Module()
         m.d.comb += Assume(~ResetSignal())    # the RAMs have no reset: neither has the shadow
         banks, depth, kw, pw, lb = self.banks, self.depth, self.kw, self.pw, self.lb
-        eng = LpmHash(m, banks=banks, depth=depth, kw=kw, pw=pw, key=self.key, prefix="e")
+        eng = LpmHash(m, banks=banks, depth=depth, kw=kw, pw=pw, key=self.key, prefix="e",
+                      select=self.select)
         m.d.comb += [eng.wr_en.eq(self.wr_en), eng.wr_addr.eq(self.wr_addr),
                      eng.wr_data.eq(self.wr_data), eng.len_we.eq(self.len_we),
                      eng.len_addr.eq(self.len_addr), eng.len_wdata.eq(self.len_wdata),

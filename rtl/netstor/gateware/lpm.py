@@ -15,15 +15,22 @@ the RAM's second port in one cycle (a lookup reads the word before or after the 
 length register ``lengths[b] = enable(1) | length(lb)`` selects the prefix mask ``pm(b)``
 (the top ``min(length, kw)`` key bits).
 
-Lookup of ``key`` (one per clock, fixed latency ``2 + tree stages``):
+Lookup of ``key`` (one per clock, fixed latency 3 with ``select="flat"``, the default, or
+``2 + tree stages`` with ``select="tree"``):
 
 * c0: bank ``b`` reads slot :func:`lpm_slot` ``(key & pm(b), b)``: bit ``j`` of the slot is the
   parity of ``key & pm(b) & M(b, j)`` (:func:`netstor.gateware.h3.h3_masks`; XOR logic,
   the RAM's address register is the stage's register);
 * c1: ``hit(b) = enable(b) & valid & mask == pm(b) & (value ^ key) & pm(b) == 0``, registered
   with the bank's length and the entry's payload;
-* the max tree: 2-input nodes, the child with the larger ``(hit, length)`` wins, the lower
-  bank on a tie; two node levels per registered stage.
+* flat (c2): bank ``b`` wins when it hits and, for every other bank ``c`` that hits,
+  ``beats(b, c)``: a flip-flop per bank pair holding ``len(b) >= len(c)`` for ``b < c`` (the
+  lower bank wins a tie), rewritten one cycle after a length write from that length compared
+  with each other bank's (so a lookup's c2 sees the lengths its c1 saw); the winner's payload
+  through an AND-OR, registered. ``banks * (banks - 1) / 2`` flip-flops, no compare on the
+  lookup path.
+* tree (the first form): 2-input nodes, the child with the larger ``(hit, length)`` wins, the
+  lower bank on a tie; two node levels per registered stage.
 
 ``hit``/``payload`` are registers, valid ``latency`` cycles after the key.
 
@@ -39,6 +46,7 @@ from amaranth.hdl import Array, Cat, Const, Mux, Signal
 from amaranth.lib.memory import Memory
 
 from netstor.gateware.h3 import h3_hw, h3_masks, h3_slot
+from netstor.gateware.kit import or_tree
 
 __all__ = ["LpmHash", "tree_stages", "prefix_mask", "hash_masks", "lpm_slot"]
 
@@ -77,9 +85,12 @@ class LpmHash:
     ``len_rdata`` is the addressed length register (combinational). Results: ``hit``,
     ``payload`` (registers, ``latency`` cycles after the key)."""
 
-    def __init__(self, m, *, banks, depth, kw, pw, key, prefix):
+    def __init__(self, m, *, banks, depth, kw, pw, key, prefix, select="flat"):
         if banks < 1 or depth < 2 or depth & (depth - 1):
             raise ValueError("LpmHash: banks >= 1 and a power-of-two depth >= 2")
+        if select not in ("flat", "tree"):
+            raise ValueError("LpmHash: select is 'flat' or 'tree'")
+        self.select = select
         self.banks, self.depth, self.kw, self.pw = banks, depth, kw, pw
         lb = max(1, kw.bit_length())
         self.lb = lb
@@ -140,6 +151,9 @@ class LpmHash:
                 ln.eq(lens[b][1:]), p.eq(pay)]
             level.append((h, ln, p))
         m.d.sync += self.rd_data.eq(Array(hrd)[rsel] if banks > 1 else hrd[0])
+        if select == "flat":
+            self._flat(m, level, prefix)
+            return
 
         # the max tree: (hit, length) decides, the left (lower bank) child on a tie
         def node(a, c):
@@ -169,3 +183,48 @@ class LpmHash:
         assert stages == tree_stages(banks), (stages, banks)
         self.hit, self.length, self.payload = level[0]
         self.latency = 2 + stages
+
+    def _flat(self, m, level, prefix):
+        """The winner in one registered stage (latency 3): bank ``b`` wins when it hits and
+        beats every other bank that hits. ``beats(b, c)`` (``b < c``: ``len(b) >= len(c)``,
+        so the lower bank wins a tie; ``c < b``: its complement) is a flip-flop per pair,
+        updated one cycle after a length write, from that write's length compared with every
+        other bank's (two compares per bank, not per pair): so the winner stage of a lookup
+        sees the lengths its hit stage saw. The payload is an AND-OR of the winner's."""
+        banks, lb = self.banks, self.lb
+        dwe = Signal(name=f"{prefix}_dlen_we")
+        daddr = Signal(len(self.len_addr), name=f"{prefix}_dlen_addr", reset_less=True)
+        dlen = Signal(lb, name=f"{prefix}_dlen", reset_less=True)
+        m.d.sync += [dwe.eq(self.len_we), daddr.eq(self.len_addr), dlen.eq(self.len_wdata[1:])]
+        ge = [Signal(name=f"{prefix}_ge{c}") for c in range(banks)]   # new >= len(c)
+        le = [Signal(name=f"{prefix}_le{c}") for c in range(banks)]   # len(c) >= new
+        for c in range(banks):
+            m.d.comb += [ge[c].eq(dlen >= self.lens[c][1:]), le[c].eq(self.lens[c][1:] >= dlen)]
+        beat = {}
+        for b in range(banks):
+            for c in range(b + 1, banks):
+                x = Signal(init=1, name=f"{prefix}_beat{b}_{c}")   # all lengths 0 at reset
+                beat[(b, c)] = x
+                with m.If(dwe & (daddr == b)):
+                    m.d.sync += x.eq(ge[c])
+                with m.If(dwe & (daddr == c)):
+                    m.d.sync += x.eq(le[b])
+        hits = [h for h, _, _ in level]
+        wins = []
+        for b in range(banks):
+            terms = [hits[b]]
+            for c in range(banks):
+                if c != b:
+                    bc = beat[(b, c)] if b < c else ~beat[(c, b)]
+                    terms.append(~hits[c] | bc)
+            w = Signal(name=f"{prefix}_win{b}")
+            m.d.comb += w.eq(Cat(*terms).all())
+            wins.append(w)
+        rh = Signal(name=f"{prefix}_fh")
+        rl = Signal(lb, name=f"{prefix}_fl", reset_less=True)
+        rp = Signal(self.pw, name=f"{prefix}_fp", reset_less=True)
+        m.d.sync += [rh.eq(Cat(*hits).any()),
+                     rl.eq(or_tree([Mux(wins[b], level[b][1], 0) for b in range(banks)])),
+                     rp.eq(or_tree([Mux(wins[b], level[b][2], 0) for b in range(banks)]))]
+        self.hit, self.length, self.payload = rh, rl, rp
+        self.latency = 3
