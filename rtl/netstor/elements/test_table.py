@@ -535,10 +535,12 @@ def test_lpm_hashed_model_is_longest_prefix_at_16k():
     assert tw2.lpm_delete(t.qualname, pre, plen) == tw.lpm_delete(t.qualname, pre, plen)
 
 
-def test_lpm_hashed_compiled_model_agrees():
+@pytest.mark.parametrize("held", [None, (8, 16, 24, 32)])
+def test_lpm_hashed_compiled_model_agrees(held):
     """The compiled model's hashed LPM (its generated code probes the live memories) gives the
     interpreter's frames, and both route by the longest installed prefix, through adds,
-    deletions and a bank released and taken again."""
+    deletions and a bank released and taken again; ``held``: the driver holds only these
+    lengths and expands the others (/0 into 256 entries of /8, /20 into 16 of /24, ...)."""
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
@@ -546,12 +548,12 @@ def test_lpm_hashed_compiled_model_agrees():
     from netstor.model.compiled import CompiledModel
 
     p = Program("t")
-    t = p.add(Table("r", kind="lpm", key=[F.ipv4.dst], size=1024, lpm_banks=16,
-                    actions=[Action("mark", {"tag": 16},
-                                    lambda a: [Set(F.ipv4.ident, a.tag)])]))
+    t = p.add(Table("r", kind="lpm", key=[F.ipv4.dst], size=1024 if held is None else 4096,
+                    lpm_banks=16, actions=[Action("mark", {"tag": 16},
+                                                  lambda a: [Set(F.ipv4.ident, a.tag)])]))
     pl = Pipeline([p])
     ref, comp = DataplaneModel(pl), CompiledModel(pl)
-    tw = TableWriter(pl)
+    tw = TableWriter(pl, lpm_lengths=held and {t.qualname: held})
     rng = random.Random(3)
     routes = {}
 
@@ -574,6 +576,9 @@ def test_lpm_hashed_compiled_model_agrees():
         routes[(pre, plen)] = rng.getrandbits(15)
         apply(tw.lpm_add(t.qualname, pre, plen, "mark", {"tag": routes[(pre, plen)]}))
     check(150)
+    if held:
+        assert {n for n in tw._lpm[t.qualname].bank_len if n is not None} <= set(held)
+        assert sum(len(tw.lpm_addresses(t.qualname, p_, n)) > 1 for p_, n in routes) > 40
     for pre, plen in [r for r in sorted(routes) if r[1] in (0, 8)]:   # empties two banks
         del routes[(pre, plen)]
         apply(tw.lpm_delete(t.qualname, pre, plen))
