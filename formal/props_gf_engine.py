@@ -106,3 +106,87 @@ class GFEngineProps(wiring.Component):
                          Assert(eng.o_dup == p_dup), Assert(eng.o_bad == p_bad),
                          Assert(eng.o_data == p_data)]
         return m
+
+
+class GFPathProps(wiring.Component):
+    """The header path's half of the engine in the core (``GFAccumulate``'s control shadow,
+    :func:`netstor.gateware.gf_path.build_accumulate`: 16 banks with the register banks'
+    forwarding), packets one per clock with free arguments: for a chosen slot ``(op*, off*)``
+    every packet that covers it (its beats ``off .. off + nb - 1``, ``nb`` of 1 or 2, so a
+    packet spans two banks) leaves with the status the spec's accumulation gives, whatever
+    packets run beside it (back to back on the slot or across it, in other banks, idle
+    cycles). The spec here: a shadow of the slot's contributor set and count; a packet that
+    covers only the chosen slot must be DONE / DUP / ABSORBED as the shadow says; a
+    two-beat packet's status must agree with the chosen beat (DONE or DUP only if the chosen
+    beat is; ABSORBED only if the chosen beat neither completes nor is refused).
+    So no contribution is lost or counted twice in the core's header path."""
+
+    def __init__(self):
+        from netstor.elements.gf import GFAccumulate
+        from netstor.lang import Pipeline, Program
+        p = Program("t")
+        f = {n: p.meta(n, w) for n, w in (("op", 1), ("off", 4), ("src", 2), ("need", 2),
+                                          ("len", 8), ("status", 3))}
+        self.el = p.add(GFAccumulate("eng", op=f["op"], off=f["off"], coeff=0, src=f["src"],
+                                     need=f["need"], length=f["len"], status=f["status"],
+                                     n_ops=2, chunk_beats=16, max_beats=2))
+        self.pl = Pipeline([p])
+        super().__init__({"valid": In(1), "op": In(1), "off": In(4), "src": In(2),
+                          "need": In(2), "two": In(1), "op_c": In(1), "off_c": In(4)})
+
+    def elaborate(self, platform):
+        from amaranth.lib import data
+        from netstor.elements.gf import ST_ABSORBED, ST_DONE, ST_DUP
+        from netstor.gateware.csr import CsrBuilder
+        from netstor.gateware.gf_path import ACC_LATENCY
+        from netstor.gateware.kit import HwEnv
+        from netstor.gateware.stages import build_element
+        m = Module()
+        pl = self.pl
+        m.d.comb += Assume(~ResetSignal())
+        phv = Signal(data.StructLayout(pl.phv.layout()))
+        vin = Signal()
+        vout, pout, lat = build_element(m, self.el, pl, vin, phv, CsrBuilder(), prefix="ga")
+        assert lat == ACC_LATENCY
+        fi = lambda n: HwEnv(pl, phv).field(n)              # noqa: E731
+        # every packet is aligned and in range: 1 or 2 beats, need >= 1, off + nb <= 16
+        nb = Mux(self.two, 2, 1)
+        m.d.comb += [vin.eq(self.valid), fi("t.m.op").eq(self.op), fi("t.m.off").eq(self.off),
+                     fi("t.m.src").eq(self.src), fi("t.m.need").eq(self.need),
+                     fi("t.m.len").eq(Mux(self.two, 128, 64)), fi("ipv4.ver_ihl").eq(0x45),
+                     fi("meta.pkt_len").eq(256), fi("meta.vlan_valid").eq(0)]
+        m.d.comb += [Assume(self.need != 0), Assume(self.off + nb <= 16)]
+        started = Signal()
+        prev = Signal(5)
+        m.d.sync += [started.eq(1), prev.eq(Cat(self.op_c, self.off_c))]
+        m.d.comb += Assume(~started | (Cat(self.op_c, self.off_c) == prev))
+        covers = Signal()
+        m.d.comb += covers.eq(self.valid & (self.op == self.op_c) & (self.off <= self.off_c)
+                              & (self.off_c < self.off + nb))
+        # the shadow of the chosen slot
+        s_seen, s_count = Signal(4), Signal(3)
+        live = s_count != 0
+        dup = live & (s_seen >> self.src)[0]
+        cnt = Signal(3)
+        m.d.comb += cnt.eq(Mux(live, s_count, 0) + 1)
+        done = ~dup & (cnt >= self.need)
+        with m.If(covers & ~dup):
+            with m.If(done):
+                m.d.sync += [s_count.eq(0), s_seen.eq(0)]
+            with m.Else():
+                m.d.sync += [s_count.eq(cnt), s_seen.eq(Mux(live, s_seen, 0) | (1 << self.src))]
+        pipe = Cat(covers, done, dup, self.two)
+        for k in range(lat):
+            nxt = Signal(pipe.shape(), name=f"exp{k + 1}")
+            m.d.sync += nxt.eq(pipe)
+            pipe = nxt
+        p_cov, p_done, p_dup, p_two = pipe[0], pipe[1], pipe[2], pipe[3]
+        st = HwEnv(pl, pout).field("t.m.status")
+        with m.If(p_cov):
+            m.d.comb += Assert(vout)
+            with m.If(~p_two):
+                m.d.comb += Assert(st == Mux(p_done, ST_DONE, Mux(p_dup, ST_DUP, ST_ABSORBED)))
+            with m.Else():
+                m.d.comb += [Assert((st != ST_DONE) | p_done), Assert((st != ST_DUP) | p_dup),
+                             Assert((st != ST_ABSORBED) | (~p_done & ~p_dup))]
+        return m

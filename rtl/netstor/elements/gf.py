@@ -14,9 +14,10 @@ Semantics: those of :class:`netstor.model.gf.Engine` (field 0x11D; slot ``(op, o
 beat by beat in packet order; the full text is in ``docs/xorinc.md`` ("The payload
 element"). The golden model and the compiled model run them (state in model memories
 addressed like the gateware's slot RAM: the same 541-bit slot word as
-``netstor.gateware.gf_engine``); the engine's gateware (``GFEngine``) is built and tested
-alone but not wired into the frame path yet, so :meth:`elaborate` refuses (a pipeline with
-these elements is not in the default bitstream).
+``netstor.gateware.gf_engine``). The gateware (:mod:`netstor.gateware.gf_path`): the
+element's status in the header path from a control shadow of the slots, ``GFEngine`` on the
+data beats in the frame path, the scale on each copy's beats in the copy lane (a core built
+with these elements; XORInc is not in the default bitstream).
 
 The data-at-byte-128 contract: a packet the element acts on must be IPv4 with IHL 5, no VLAN
 tag, and at least ``128 + length`` bytes long; ``1 <= length <= max_beats * 64``, ``off +
@@ -245,11 +246,19 @@ class GFAccumulate(Element):
         return frame, ST_SPLIT
 
     # ---- gateware ------------------------------------------------------------------------------
+    #: set by :meth:`elaborate`: the signals the data path's engine takes (see
+    #: :func:`netstor.gateware.gf_path.build_accumulate`), ``payload_tap_latency`` cycles after
+    #: the element's input
+    payload_tap = None
+    payload_tap_latency = None
+
     def elaborate(self, m, pipeline, valid_in, phv_in, csr, *, prefix):
-        raise NotImplementedError(
-            f"{self.qualname}: the GF engine (netstor.gateware.gf_engine.GFEngine) is built and "
-            "tested alone; its wiring into the frame path is not done yet, so a pipeline with "
-            "payload elements runs in the golden model only")
+        """The header path's half: the status from a control shadow of the slots (latency
+        4); the data path (:class:`netstor.gateware.gf_path.GFIngress`, instantiated by the
+        data path for a pipeline with this element) runs ``GFEngine`` on the data beats.
+        Timeouts are not in the core path: no ``.timeout`` memory in the CSR map."""
+        from netstor.gateware.gf_path import build_accumulate
+        return build_accumulate(self, m, pipeline, valid_in, phv_in, csr, prefix)
 
 
 class GFScale(Element):
@@ -298,7 +307,33 @@ class GFScale(Element):
         count(f"{self.qualname}.scaled")
         return bytes(out), True
 
+    def hw_run(self, env):
+        """The copy is scaled (the element acted and the data is at byte 128), on a PHV."""
+        f = env.field
+        length = self.length.hw(env)
+        return (self.when.hw(env).any() & ~f("meta.vlan_valid").any()
+                & (f("ipv4.ver_ihl")[:4] == 5) & (f("meta.pkt_len") >= length + 128)
+                & (length <= self.max_bytes))
+
     def elaborate(self, m, pipeline, valid_in, phv_in, csr, *, prefix):
-        raise NotImplementedError(
-            f"{self.qualname}: the GF engine's egress multiply is not wired into the frame "
-            "path yet; a pipeline with payload elements runs in the golden model only")
+        """The header path's half (latency 0: a mux): UDP checksum 0 on a scaled copy, the counters.
+        The bytes are multiplied on the copy's beats in front of the deparser
+        (:class:`netstor.gateware.gf_path.GFScaleBeats`, placed by the data path, which reads
+        ``coeff`` and ``length`` from the copy's PHV after the egress elements)."""
+        from amaranth.hdl import Signal
+        from netstor.gateware.kit import HwEnv, phv_signal, target
+        env = HwEnv(pipeline, phv_in)
+        act = Signal(name=f"{prefix}_act")
+        run = Signal(name=f"{prefix}_run")
+        m.d.comb += [act.eq(valid_in & self.when.hw(env).any()), run.eq(self.hw_run(env))]
+        nxt = phv_signal(pipeline, f"{prefix}_next")
+        m.d.comb += nxt.eq(phv_in)
+        with m.If(run):
+            m.d.comb += target(pipeline, nxt, "udp.csum").eq(0)
+        q = self.qualname
+        sc = csr.counter(f"{q}.scaled", doc=f"{q}: copies whose data was scaled")
+        mis = csr.counter(f"{q}.misaligned", doc=f"{q}: copies not scaled (data not at 128)")
+        ev_s, ev_m = Signal(name=f"{prefix}_ev_s"), Signal(name=f"{prefix}_ev_m")
+        m.d.sync += [ev_s.eq(act & run), ev_m.eq(act & ~run)]
+        m.d.comb += [sc.eq(ev_s), mis.eq(ev_m)]
+        return valid_in, nxt, 0

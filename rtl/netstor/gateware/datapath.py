@@ -59,6 +59,8 @@ from .tx_completion import CompletionSynth
 from .replica_lane import ReplicaLane, COUNT_BITS, LANE_LATENCY, lane_layout
 from .truncate import Truncator, TRUNC_LATENCY, FACTS_LEAD
 from .deparser import RECIRC_USER
+from .gf_path import GFIngress, GFScaleBeats, SCALE_LATENCY, ST_DONE
+from .gf_engine import LATENCY as GF_ENGINE_LATENCY
 
 #: cycles from a direct descriptor entering the idle replication engine to its first copy (the
 #: engine's express way; a group descriptor's first copy takes 5)
@@ -125,6 +127,15 @@ class Datapath(wiring.Component):
         self.stages = [Stage(pipeline, stage, csr, prefix=f"i{idx}")
                        for idx, stage in enumerate(pipeline.stages())]
         self.egress = EgressStages(pipeline, csr, n_copies=1 if copies == "lane" else None)
+        if (_payload_elements(pipeline, egress=False) or _payload_elements(pipeline, egress=True)) \
+                and copies != "lane":
+            raise ValueError("payload elements (the GF engine) need the copy-lane core")
+        if _payload_elements(pipeline, egress=False):
+            # the engine's self-check: a data beat of a packet the header path found DONE
+            # that the engine did not complete (the control shadow and the engine disagree)
+            self.csr_gf_mismatch = csr.counter(
+                "gf.mismatch", doc="GF engine: data beats of a DONE packet the engine did not "
+                                   "complete (0 unless the header path and engine disagree)")
         # elements that ask for a cycle without packets (set while the stages were built)
         self.slot_requests = [e.slot_request for e in pipeline.elements
                               if e.slot_request is not None]
@@ -301,6 +312,52 @@ class Datapath(wiring.Component):
                      ctr[f"out{q}.drop_full"].eq(oq.drop_full)]
         return oq
 
+    def _payload_ingress(self, m, arb):
+        """The beats for the copy lane's store: ``(valid, payload, delay)``. Without a payload
+        element, the arbiter's output (delay 0). With one (``GFAccumulate``), the beats wait
+        for its tap (``payload_tap_latency`` cycles after its stage's input) in a delay line,
+        then go through :class:`~.gf_path.GFIngress` (the engine)."""
+        els = _payload_elements(self.pipeline, egress=False)
+        if not els:
+            return arb.o.valid, arb.o.payload, 0
+        if len(els) > 1 or self.copies != "lane":
+            raise ValueError("one payload element, on the copy-lane core, is supported")
+        el = els[0]
+        tap = el.payload_tap
+        idx = next(i for i, st in enumerate(self.pipeline.stages()) if el in st)
+        T = FIRST_TO_PHV + sum(st.latency for st in self.stages[:idx]) + el.payload_tap_latency
+        al = _arb_layout(self.dw)
+        line = m.submodules.gf_beats = DelayLine(1 + al.size, T)
+        m.d.comb += line.i.eq(Cat(arb.o.valid, arb.o.payload))
+        gi = m.submodules.gf_ingress = GFIngress(al, n_ops=el.n_ops, chunk_beats=el.chunk_beats)
+        m.d.comb += [gi.i_valid.eq(line.o[0]), gi.i.eq(line.o[1:]),
+                     gi.tap_valid.eq(tap["valid"]), gi.tap_run.eq(tap["run"]),
+                     gi.tap_done.eq(tap["status"] == ST_DONE), gi.tap_op.eq(tap["op"]),
+                     gi.tap_off.eq(tap["off"]), gi.tap_coeff.eq(tap["coeff"]),
+                     gi.tap_src.eq(tap["src"]), gi.tap_need.eq(tap["need"]),
+                     gi.tap_length.eq(tap["length"])]
+        mm = self.csr_gf_mismatch
+        m.d.comb += mm.eq(gi.mismatch)
+        self.gf_in_delay = T + GF_ENGINE_LATENCY
+        return gi.o_valid, gi.o, T + GF_ENGINE_LATENCY
+
+    def _payload_scale(self):
+        """The egress payload element (``GFScale``) or None; the fields it reads must not be
+        written after it (the data path reads them from the copy's PHV after the egress
+        elements)."""
+        els = _payload_elements(self.pipeline, egress=True)
+        if not els:
+            return None
+        if len(els) > 1:
+            raise ValueError("one egress payload element is supported")
+        el = els[0]
+        later = self.pipeline.egress_elements[self.pipeline.egress_elements.index(el) + 1:]
+        read, _ = self.pipeline.access(el)
+        for e in later:
+            if read & self.pipeline.access(e)[1]:
+                raise ValueError(f"{e.qualname} writes a field {el.qualname} reads")
+        return el
+
     def _elaborate_lane(self, m, arb, parser, phv, bufs):
         """The copy lane (``copies="lane"``): every copy of every packet leaves the traffic
         manager as a descriptor of the replication engine; one lane replays them.
@@ -331,18 +388,21 @@ class Datapath(wiring.Component):
             nout, n_groups=pl.mcast_groups, group_width=gw, ring_beats=self.ring_beats,
             data_width=dw, user_width=UW, fifo_depth=self.desc_fifo, beat_bits=LANE_BEAT_BITS,
             ptag_width=ptag_l.size, direct=True, pkt_ring=self.phv_ring)
-        wiring.connect(m, arb.o, lane.beat_in)
+        # a payload element (the GF engine): the beats reach the store through it, IN_DELAY
+        # cycles after the arbiter
+        store_v, store_b, IN_DELAY = self._payload_ingress(m, arb)
+        m.d.comb += [lane.beat_in.valid.eq(store_v), lane.beat_in.payload.eq(store_b)]
         wiring.connect(m, self.mcast_port, lane.mc)
 
         # ---- per packet at its first beat: where it is stored, its input and host tag ----------
         # (sampled at t0, FIRST_TO_PHV + S cycles after the packet's first beat)
-        b = arb.o.payload
+        b = store_b
         rec_l = data.StructLayout({"start": COUNT_BITS, "nbeats": LANE_BEAT_BITS, "inport": 4,
                                    "htag": TW})
         rec = Signal(rec_l)
         m.d.comb += [rec.start.eq(lane.count), rec.nbeats.eq((b.len + 63) >> 6),
                      rec.inport.eq(b.port), rec.htag.eq(b.user[1:1 + TW])]
-        rec_d = m.submodules.rec_delay = DelayLine(rec_l.size, FIRST_TO_PHV + S)
+        rec_d = m.submodules.rec_delay = DelayLine(rec_l.size, FIRST_TO_PHV + S - IN_DELAY)
         orig_d = m.submodules.orig_delay = DelayLine(ol.size, S)
         m.d.comb += [rec_d.i.eq(rec), orig_d.i.eq(parser.orig)]
         rec0 = Signal(rec_l)
@@ -434,11 +494,25 @@ class Datapath(wiring.Component):
         # 2 + E + PREP_LATENCY cycles after go
         BD = 2 + E + 1 + PREP_LATENCY - LANE_LATENCY
         ll = lane_layout(dw, UW)
-        bline = m.submodules.copy_beats = DelayLine(1 + ll.size, BD)
+        scale = self._payload_scale()
+        SD = SCALE_LATENCY if scale is not None else 0
+        bline = m.submodules.copy_beats = DelayLine(1 + ll.size, BD - SD)
         m.d.comb += bline.i.eq(Cat(lane.o.valid, lane.o.payload))
         lb = Signal(ll)
         lbv = Signal()
-        m.d.comb += [lbv.eq(bline.o[0]), lb.eq(bline.o[1:])]
+        if scale is None:
+            m.d.comb += [lbv.eq(bline.o[0]), lb.eq(bline.o[1:])]
+        else:
+            # the copy's data bytes times its coefficient (the egress elements' GFScale); the
+            # copy's first beat enters the scale PREP_LATENCY - SD cycles after its PHV (xv)
+            assert PREP_LATENCY - SD >= 1, "the scale latches the copy's arguments at xv"
+            xs = HwEnv(pl, xphv)
+            sc = m.submodules.gf_scale = GFScaleBeats(ll)
+            m.d.comb += [sc.i_valid.eq(bline.o[0]), sc.i.eq(bline.o[1:]),
+                         sc.arg_valid.eq(xv), sc.arg_run.eq(~xrc & scale.hw_run(xs)),
+                         sc.arg_coeff.eq(scale.coeff.hw(xs)[:8]),
+                         sc.arg_length.eq(scale.length.hw(xs)[:16]),
+                         lbv.eq(sc.o_valid), lb.eq(sc.o)]
         SIDE = 8                                       # copy port, input port
         dep = m.submodules.dp_lane = Deparser(pl, data_width=dw, user_width=UW + SIDE,
                                               n_ports=P, tx_user=TX_USER, name="dp_lane",
@@ -524,6 +598,12 @@ class Datapath(wiring.Component):
                              cs.queue_drop.eq(oq.drop_full),
                              ctr[f"cpl{q}.synth_lost"].eq(cs.lost)]
                 wiring.connect(m, cs.o, wiring.flipped(self.synth[q]))
+
+
+def _payload_elements(pipeline, egress):
+    """The pipeline's payload elements (``rewrites_payload``) of one side."""
+    els = pipeline.egress_elements if egress else pipeline.elements
+    return [e for e in els if e.rewrites_payload]
 
 
 def _arb_layout(dw):
