@@ -25,10 +25,14 @@ class _DescFIFO(wiring.Component):
     the output register; ``r_rdy`` two cycles after the first write), built so that its write
     side costs no LUT after ``w_en``: the write pointer and its successor are registers that
     ``w_en`` only enables (the successor is precomputed), ``w_rdy`` is one LUT after
-    registers (``w_en`` registered picks one of two precomputed flags), and ``level`` and the
-    read side are computed from registered pointers only (no level counter updated by
-    ``w_en``). ``w_en`` is not gated by ``w_rdy``: the writer must not write when ``w_rdy`` is
-    low (the packet buffer drops the frame then; its formal harness asserts it)."""
+    registers (``w_en`` and the inner read, both registered, pick one of two flags computed
+    from the registered pointers the cycle before), and ``level`` and the read side are
+    computed from registered pointers only (no level counter updated by ``w_en``). Neither
+    ``w_en`` nor ``r_en`` reaches the write-ready flag through logic: each only sets a
+    register (a reader whose ``r_en`` comes through an arbiter's grant, the ingress buffers',
+    had 9 LUT levels across modules into the flag). ``w_en`` is not gated by ``w_rdy``: the
+    writer must not write when ``w_rdy`` is low (the packet buffer drops the frame then; its
+    formal harness asserts it)."""
 
     def __init__(self, *, width, depth):
         if depth < 2:
@@ -46,20 +50,30 @@ class _DescFIFO(wiring.Component):
         self._wp1 = Signal(aw + 1, init=1)           # wp + 1, precomputed
         self._rp = Signal(aw + 1)
         self._rp1 = Signal(aw + 1, init=1)
-        # w_rdy = Mux(wrote, nf_w, nf_nw): ``wrote`` is w_en registered, ``nf_w``/``nf_nw``
-        # the next not-full flag had the last cycle written or not (computed from registers)
+        # w_rdy (the inner level now is not ``inner``) from the last cycle's inner level L:
+        # ``wrote``/``read`` are the last cycle's write and inner read (registered), ``nf0``
+        # = (L != inner) (no change, or one in and one out), ``nf1`` = (L != inner - 1) (one
+        # in); one out leaves room. L, so both flags, come from the registered pointers.
         self._wrote = Signal()
-        self._nf_w = Signal(init=1)
-        self._nf_nw = Signal(init=1)
+        self._read = Signal()
+        self._nf0 = Signal(init=1)
+        self._nf1 = Signal(init=int(inner != 1))
+
+    def _w_rdy(self):
+        return Mux(self._wrote & ~self._read, self._nf1, self._nf0 | self._read)
 
     def invariant(self):
         """The pointer invariants (for formal harnesses): the precomputed successors are the
-        successors, and the memory holds at most ``depth - 1`` entries."""
-        w = self._aw + 1
+        successors, the memory holds at most ``depth - 1`` entries (now and the cycle before),
+        the write-ready flags are the not-full flags of the cycle before, and ``w_rdy`` is
+        not-full."""
+        w, inner = self._aw + 1, self.depth - 1
+        lvl = (self._wp - self._rp)[:w]
+        prev = (self._wp - self._wrote - self._rp + self._read)[:w]
         return ((self._wp1 == (self._wp + 1)[:w]) & (self._rp1 == (self._rp + 1)[:w])
-                & ((self._wp - self._rp)[:w] <= self.depth - 1)
-                & (Mux(self._wrote, self._nf_w, self._nf_nw)
-                   == ((self._wp - self._rp)[:w] != self.depth - 1)))
+                & (lvl <= inner) & (prev <= inner)
+                & (self._nf0 == (prev != inner)) & (self._nf1 == (prev != inner - 1))
+                & (self._w_rdy() == (lvl != inner)))
 
     def elaborate(self, platform):
         m = Module()
@@ -73,7 +87,7 @@ class _DescFIFO(wiring.Component):
         inner_r_rdy = Signal()
         m.d.comb += [
             inner_r_rdy.eq(wp != rp),
-            self.w_rdy.eq(Mux(self._wrote, self._nf_w, self._nf_nw)),
+            self.w_rdy.eq(self._w_rdy()),
             self.level.eq(inner_level + self.r_rdy),
         ]
         m.d.comb += [
@@ -91,12 +105,12 @@ class _DescFIFO(wiring.Component):
             rport.en.eq(do_inner_read),
             self.r_data.eq(rport.data),
         ]
-        # w_rdy is one LUT after registers and w_en reaches no LUT: both candidates for the
-        # next not-full flag are registered, and w_en itself (registered) picks one
+        # w_rdy is one LUT after registers; w_en and the inner read each only set a register
         m.d.sync += [
             self._wrote.eq(self.w_en),
-            self._nf_w.eq(Mux(do_inner_read, self.w_rdy, inner_level != inner - 1)),
-            self._nf_nw.eq(self.w_rdy | do_inner_read),
+            self._read.eq(do_inner_read),
+            self._nf0.eq(inner_level != inner),
+            self._nf1.eq(inner_level != inner - 1),
         ]
 
         with m.If(do_inner_read):
