@@ -320,6 +320,7 @@ class Replica:
         self.handled = [0] * len(KINDS)
         self._u, self._v = run.draws
         self.ctrl_cost = run.ctrl_cost
+        self.write_cost = run.write_cost
         self.dedup = run.dedup
         self.writers = {}             # dedup: key -> [writer op id, {op ids that wrote}]
         self.dups = 0
@@ -342,6 +343,8 @@ class Replica:
         t = self.run.service.ns(self._u.uniform(i), self._v.uniform(i), self.index, self.sim.now)
         if kind in (K_ACK, K_VAL):
             t = int(t * self.ctrl_cost)
+        elif kind in (K_WRITE, K_FWD, K_INV) and self.write_cost != 1.0:
+            t = int(t * self.write_cost)
         self.busy_ns += t
         now, end = self.sim.now, self.run.window_end
         if now < end:
@@ -748,7 +751,9 @@ class LrRun:
       switch; the baselines' switch only routes: the default pipeline).
     * ``clients`` (2), ``servers`` (6), ``replicas`` (4: the group is the first ``replicas``
       servers), ``groups`` (1 replica group: all keys in it).
-    * ``workers`` per server, ``service`` (spec or :class:`ServiceTime`), ``ctrl_cost``.
+    * ``workers`` per server, ``service`` (spec or :class:`ServiceTime`), ``ctrl_cost`` (the
+      factor on ACK/VAL service times), ``write_cost`` (on a message carrying a value to
+      apply: a write, a chain forward, an invalidation; 1.0 by default).
     * ``rate_rps`` offered over all clients, ``requests`` over all clients, ``write_ratio``,
       ``n_keys`` (uniform keys), ``value_len`` bytes.
     * ``retry_us``, ``timeout_us``, ``warmup`` (fraction of each client's first operations not
@@ -767,7 +772,7 @@ class LrRun:
     """
 
     def __init__(self, scheme, *, clients=2, servers=6, replicas=4, groups=1, workers=6,
-                 service="exp:25", ctrl_cost=1.0, rate_rps=100_000.0, requests=10_000,
+                 service="exp:25", ctrl_cost=1.0, write_cost=1.0, rate_rps=100_000.0, requests=10_000,
                  write_ratio=0.05, n_keys=1_000_000, value_len=64, retry_us=1_000.0,
                  timeout_us=20_000.0, warmup=0.1, link_ns=1_000, gbps=40.0, slots=1 << 17,
                  seed=1, fail=None, detect_us=1_000.0, switch="ref", model_class=None,
@@ -783,6 +788,7 @@ class LrRun:
         self.scheme_name, self.seed = scheme, int(seed)
         self.n_clients, self.n_servers, self.n_replicas = clients, servers, replicas
         self.n_groups, self.workers, self.ctrl_cost = groups, workers, float(ctrl_cost)
+        self.write_cost = float(write_cost)
         self.service = ServiceTime(service, seed=seed) if isinstance(service, str) else service
         self.rate_rps, self.requests = float(rate_rps), int(requests)
         self.write_ratio, self.n_keys, self.value_len = float(write_ratio), int(n_keys), value_len
@@ -1017,7 +1023,8 @@ class LrRun:
                "args": {"clients": self.n_clients, "servers": self.n_servers,
                         "replicas": self.n_replicas, "groups": self.n_groups,
                         "workers": self.workers, "service": self.service.describe(),
-                        "ctrl_cost": self.ctrl_cost, "rate_rps": self.rate_rps,
+                        "ctrl_cost": self.ctrl_cost, "write_cost": self.write_cost,
+                        "rate_rps": self.rate_rps,
                         "requests": self.requests, "write_ratio": self.write_ratio,
                         "n_keys": self.n_keys, "slots": self.slots, "seed": self.seed,
                         "retry_us": self.retry_ns / 1e3, "timeout_us": self.timeout_ns / 1e3,
