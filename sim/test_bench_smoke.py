@@ -22,6 +22,8 @@ def test_bench_smoke(tmp_path, monkeypatch):
     assert not pipe["errors"], pipe["errors"]
     L = pipe["header_path_latency"]["datapath_latency_cycles"]
     assert L == pipe["header_path_latency"]["schema_latency_cycles"] and L > 0
+    # the header path's parts (from the data path's constants) add up to its latency
+    assert sum(pipe["latency_model"]["L_parts"].values()) == L
     assert {(r["case"], r["size_requested"]) for r in pipe["runs"]} == {
         ("l3", 64), ("l3", 256), ("mixed", 64), ("mixed", 256)}
     for r in pipe["runs"]:

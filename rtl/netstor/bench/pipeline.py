@@ -55,7 +55,8 @@ def run_sim(cfg, raw_out: Path, core_info=None, testcase="bench"):
     if raw_out.exists():
         raw_out.unlink()
     t0 = time.perf_counter()
-    run_cocotb("core", "netstor.sim.cocotb_bench", toplevel="tb_core",
+    # the build folder is the core's (``build/sim/core``, or a snapshot's copy of its sources)
+    run_cocotb(d.name, "netstor.sim.cocotb_bench", toplevel="tb_core",
                verilog_text=tb_core_verilog(core.P), sources=core_build.sources(d),
                testcase=testcase,
                extra_env={"NETSTOR_SCHEMA": str(schema),
@@ -79,8 +80,28 @@ def line_rates(size, pkts_per_clock):
     return out
 
 
+def header_path_parts(core):
+    """The header path's cycles by block, from the data path's own constants: ``[(what,
+    cycles)]``; their sum is ``datapath.latency`` (``analyse`` records both)."""
+    from netstor.gateware.datapath import ENGINE_LATENCY, TM_LATENCY
+    from netstor.gateware.deparser import PREP_LATENCY
+    from netstor.gateware.parser import FIRST_TO_PHV
+    from netstor.gateware.truncate import TRUNC_LATENCY
+    dp = core.datapath
+    S = sum(st.latency for st in dp.stages)
+    E = dp.egress.latency
+    if getattr(dp, "copies", "lane") == "lane":
+        return [("parser", FIRST_TO_PHV), ("stages", S), ("copy decision", 1),
+                ("engine (express start)", ENGINE_LATENCY), ("PHV ring read, registered", 2),
+                ("egress elements", E), ("copy PHV register", 1), ("deparser prep", PREP_LATENCY),
+                ("truncator", TRUNC_LATENCY)]
+    return [("parser", FIRST_TO_PHV), ("stages", S), ("traffic manager", TM_LATENCY),
+            ("egress elements", E), ("deparser prep", PREP_LATENCY)]
+
+
 def analyse(raw, core):
     L = core.datapath.latency
+    parts = header_path_parts(core)
     res = {
         "what": ("Whole netstor_core (Verilator, cocotb, lean driver) fed back-to-back frames "
                  "(zero idle cycles on the input bus), outputs never back-pressured, a MAC model "
@@ -107,8 +128,11 @@ def analyse(raw, core):
             "PB": PB_LAST_TO_OUT, "ARB": ARB_LAT, "L": L, "EQ": EQ_LAT,
             "PB_meaning": "PacketBuffer: last beat accepted -> first beat valid on its output",
             "ARB_meaning": "IngressArbiter output register",
-            "L_meaning": "datapath.latency (parser 4 + stages + traffic manager 2 + egress "
-                         "stages + deparser prep 2)",
+            "L_meaning": "datapath.latency = " + " + ".join(f"{w} {c}" for w, c in parts)
+                         + (f" (the parts sum to {sum(c for _, c in parts)}, not {L})"
+                            if sum(c for _, c in parts) != L else ""),
+            "L_parts": dict(parts),
+            "copies": getattr(core.datapath, "copies", None),
             "EQ_meaning": "EgressQueue: beat written -> valid on its output (cut-through)",
             "constant_part": PB_LAST_TO_OUT + ARB_LAT + L + EQ_LAT - 1,
         },

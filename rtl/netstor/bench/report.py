@@ -21,9 +21,15 @@ def _fmt(v, nd=3):
 def pipeline_lines(pipe):
     L = pipe["header_path_latency"]["datapath_latency_cycles"]
     lm = pipe["latency_model"]
+    parts = lm.get("L_parts")
     lines = [
         f"Header path (datapath.latency): {L} cycles = {L * 4} ns at 250 MHz (constant by "
-        f"construction; schema says {pipe['header_path_latency']['schema_latency_cycles']})",
+        f"construction; schema says {pipe['header_path_latency']['schema_latency_cycles']})"
+        + (f"; {lm['copies']} core" if lm.get("copies") else ""),
+    ]
+    if parts:
+        lines += _wrap("  = " + " + ".join(f"{w} {c}" for w, c in parts.items()), "    ")
+    lines += [
         f"Port to port = (B-1) store-and-forward + {lm['PB']} buffer + {lm['ARB']} arbiter + "
         f"{L} header path + {lm['EQ']} egress queue = B + {lm['constant_part']} cycles "
         f"(B = ceil(size/64))",
