@@ -14,7 +14,7 @@ output frame is matched to its input frame; lengths and the routing rewrite are 
 * ``l3``: UDP/IPv4 frames on wire RX 0, routed by LPM (10.1.0.0/16 -> port 1) to wire TX 1;
 * ``prim``: prim-program frames (op FORWARD: flow hash, register RMW ``flows[flow] += 1`` on
   one flow, i.e. the same cell every packet, ternary ACL, exact ``ops`` table -> port 1) on
-  wire RX 0 to wire TX 1;
+  wire RX 0 (trusted: ``prim.trust`` holds wire RX 0 with sources 10.0.0.0/16) to wire TX 1;
 * ``mixed``: wire RX 0 (-> wire TX 1) and wire RX 1 (10.2.0.0/16 -> wire TX 0), both
   back-to-back at once: two inputs share the one pipeline (wire RX is never back-pressured, so
   what the pipeline cannot take is dropped at the input buffers, counted per input).
@@ -132,7 +132,12 @@ class Bench:
                           {"port": 1, "dmac": ROUTE_DMAC[1], "smac": ROUTE_SMAC})
                 + w.lpm_add("l3.routes", ip("10.2.0.0"), 16, "route",
                             {"port": 0, "dmac": ROUTE_DMAC[0], "smac": ROUTE_SMAC})
-                + w.exact_add("prim.ops", [OP_FORWARD], "forward", {"port": 1})):
+                + w.exact_add("prim.ops", [OP_FORWARD], "forward", {"port": 1})
+                # the primitives program acts only on trusted packets (issue 11; without this
+                # entry every ``prim`` frame was dropped, counted prim.trust.miss): wire RX 0,
+                # sources 10.0.0.0/16
+                + w.ternary_add("prim.trust", [1, 0, ip("10.0.0.0")], [1, 0xF, 0xFFFF0000],
+                                "trusted", priority=0)):
             await self.csr.mem_write(mem, addr, word)
         self.latency = self.schema.get("latency_cycles")
 
