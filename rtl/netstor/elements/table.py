@@ -20,12 +20,13 @@ Gateware (match and action separated: the match yields an entry, the action word
   addresses: clear, then set; the action RAM is written between them), so it never stalls a
   lookup and takes ~``4 * 2**tcam_chunk`` cycles; a lookup sees the old entry, no entry or the
   new entry, never a mix (formal/props_table.py).
-* LPM of at least :data:`LPM_HASH_MIN` entries (slots), latency 4 for any number of banks:
-  hash banks (:class:`netstor.gateware.lpm.LpmHash`): ``lpm_banks`` banks of ``size /
-  lpm_banks`` slots in RAM, each serving the prefix length in its run-time register
-  ``<table>.lengths``, probed in parallel, the longest hit wins (one registered stage: a
-  flip-flop per bank pair says which bank's length wins, so no length compare sits on the
-  lookup path); the entry word carries its action. The host (driver) expands prefix lengths
+* LPM of at least :data:`LPM_HASH_MIN` entries (slots), latency 4 up to 32 banks, ``3 + tree
+  stages`` beyond (6 at 64): hash banks (:class:`netstor.gateware.lpm.LpmHash`):
+  ``lpm_banks`` banks of ``size / lpm_banks`` slots in RAM, each serving the prefix length in
+  its run-time register ``<table>.lengths``, probed in parallel, the longest hit wins (up to
+  32 banks in one registered stage: a flip-flop per bank pair says which bank's length wins,
+  so no length compare sits on the lookup path; beyond, a pipelined max tree); the entry
+  word carries its action. The host (driver) expands prefix lengths
   no bank holds into the next held length (:mod:`netstor.driver.tables`). The host writes an entry in one cycle (second RAM port), so a lookup sees the entry
   as it was or as it is after the write. Address = ``bank * depth + slot``, slot =
   ``lpm_slot(key & prefix mask, bank)`` (an H3 hash per bank; the driver places routes).

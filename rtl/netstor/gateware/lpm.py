@@ -15,8 +15,9 @@ the RAM's second port in one cycle (a lookup reads the word before or after the 
 length register ``lengths[b] = enable(1) | length(lb)`` selects the prefix mask ``pm(b)``
 (the top ``min(length, kw)`` key bits).
 
-Lookup of ``key`` (one per clock, fixed latency 3 with ``select="flat"``, the default, or
-``2 + tree stages`` with ``select="tree"``):
+Lookup of ``key`` (one per clock, fixed latency 3 with ``select="flat"`` or ``2 + tree
+stages`` with ``select="tree"``; ``"auto"``, the default, is flat up to
+:data:`FLAT_MAX_BANKS` banks):
 
 * c0: bank ``b`` reads slot :func:`lpm_slot` ``(key & pm(b), b)``: bit ``j`` of the slot is the
   parity of ``key & pm(b) & M(b, j)`` (:func:`netstor.gateware.h3.h3_masks`; XOR logic,
@@ -64,6 +65,13 @@ def lpm_slot(masked_key, bank, kw, depth):
 #: node levels of the max tree per registered stage (a node: a 7-bit compare and a mux)
 LEVELS_PER_STAGE = 2
 
+#: ``select="auto"``: the flat winner stage up to this many banks, the max tree beyond.
+#: Measured (Yosys, xcup, 32-bit keys, 18-bit payloads; ``python -m netstor.bench.tables``):
+#: 32 banks x 512 flat 8 LUT levels, 8,251 LUT, 2,565 FF, latency 3 (tree: 6 levels, 6,979
+#: LUT, 2,499 FF, latency 5); 64 banks x 1024 flat 9 levels, 17,699 LUT, 5,943 FF (the
+#: 63-pair AND into the 64-way AND-OR in one stage; tree: 7 levels, 12,883 LUT, 4,798 FF)
+FLAT_MAX_BANKS = 32
+
 
 def tree_stages(banks):
     """Registered stages of the max tree over ``banks`` inputs."""
@@ -85,11 +93,13 @@ class LpmHash:
     ``len_rdata`` is the addressed length register (combinational). Results: ``hit``,
     ``payload`` (registers, ``latency`` cycles after the key)."""
 
-    def __init__(self, m, *, banks, depth, kw, pw, key, prefix, select="flat"):
+    def __init__(self, m, *, banks, depth, kw, pw, key, prefix, select="auto"):
         if banks < 1 or depth < 2 or depth & (depth - 1):
             raise ValueError("LpmHash: banks >= 1 and a power-of-two depth >= 2")
-        if select not in ("flat", "tree"):
-            raise ValueError("LpmHash: select is 'flat' or 'tree'")
+        if select not in ("auto", "flat", "tree"):
+            raise ValueError("LpmHash: select is 'auto', 'flat' or 'tree'")
+        if select == "auto":
+            select = "flat" if banks <= FLAT_MAX_BANKS else "tree"
         self.select = select
         self.banks, self.depth, self.kw, self.pw = banks, depth, kw, pw
         lb = max(1, kw.bit_length())
