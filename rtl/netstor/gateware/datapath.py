@@ -415,6 +415,12 @@ class Datapath(wiring.Component):
         pidx = Signal(COUNT_BITS)
         m.d.comb += [pw.addr.eq(pidx[:PB]), pw.en.eq(phv.valid), pw.data.phv.eq(phv.payload),
                      pw.data.orig.eq(orig_d.o), lane.pkt_count.eq(pidx)]
+        for el in _payload_elements(pl, egress=False):
+            # a packet whose data the engine rewrote (DONE) leaves with UDP checksum 0, as the
+            # model's element zeroes the frame's: the deparser then keeps 0 (its incremental
+            # update starts from the original checksum)
+            with m.If(HwEnv(pl, phv.payload).field(el.status.name) == ST_DONE):
+                m.d.comb += pw.data.orig.udp_csum.eq(0)
         with m.If(phv.valid):
             m.d.sync += pidx.eq(pidx + 1)
 
@@ -517,7 +523,15 @@ class Datapath(wiring.Component):
         dep = m.submodules.dp_lane = Deparser(pl, data_width=dw, user_width=UW + SIDE,
                                               n_ports=P, tx_user=TX_USER, name="dp_lane",
                                               output="lane")
-        m.d.comb += [dep.copy.valid.eq(xv), dep.copy.payload.eq(xphv), dep.orig.eq(eorig.o),
+        dorig = eorig.o
+        if scale is not None:
+            dorig = Signal(ol)
+            m.d.comb += dorig.eq(eorig.o)
+            # a scaled copy leaves with UDP checksum 0 (the model's GFScale zeroes the copy's
+            # frame checksum; the deparser keeps a 0)
+            with m.If(~xrc & scale.hw_run(HwEnv(pl, xphv))):
+                m.d.comb += dorig.udp_csum.eq(0)
+        m.d.comb += [dep.copy.valid.eq(xv), dep.copy.payload.eq(xphv), dep.orig.eq(dorig),
                      dep.beat.valid.eq(lbv), dep.beat.payload.data.eq(lb.data),
                      dep.beat.payload.keep.eq(lb.keep), dep.beat.payload.last.eq(lb.last),
                      dep.beat.payload.len.eq(lb.len), dep.beat.payload.port.eq(lb.port),

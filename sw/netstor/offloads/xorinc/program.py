@@ -37,7 +37,7 @@ from netstor.lang import Action, F, Mux, Program, Set
 from .header import (HEADER, MAX_DATA, T_DELTA, T_PART, T_REPAIRED, T_UPD_NEW, T_UPD_OLD,
                      XORINC_UDP_PORT)
 
-__all__ = ["make_xorinc", "N_OPS", "CHUNK_BEATS", "REPAIR_SIZE", "GROUPS_SIZE", "DELTA_SIZE",
+__all__ = ["make_xorinc", "core_test_pipeline", "N_OPS", "CHUNK_BEATS", "REPAIR_SIZE", "GROUPS_SIZE", "DELTA_SIZE",
            "SRC_NEW", "SRC_OLD"]
 
 N_OPS = 64               #: engine operations (op ids 0..63)
@@ -104,3 +104,14 @@ def make_xorinc(n_ports=2, *, n_ops=N_OPS, chunk_beats=CHUNK_BEATS, timeout=0):
     p.add_egress(GFScale("scale", coeff=ecoeff, length=h["len"], max_bytes=MAX_DATA,
                          when=mine & ehit))
     return p
+
+
+def core_test_pipeline(n_ports=2, mcast_groups=64):
+    """L3 routing and XORInc alone, 64 copy-list groups: the small core the RTL test of the
+    engine in the frame path builds (``sim/test_core_xorinc.py``; a short Verilator build).
+    The whole XORInc core is ``default_pipeline(extra=("xorinc",))``."""
+    from netstor.lang import Pipeline
+    from netstor.programs.l3 import make_l3
+    xi = make_xorinc(n_ports)
+    return Pipeline([make_l3(n_ports, also=[xi]), xi], n_ports=n_ports, guarded=True,
+                    mcast_groups=mcast_groups)
