@@ -13,6 +13,7 @@ Replies are trusted from port 1 only.
 """
 from __future__ import annotations
 
+import collections
 import itertools
 
 import pytest
@@ -415,3 +416,64 @@ def test_header_layout():
     assert LR_LEN == 26
     assert h.pack() == bytes([2, 0x81, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
                               17, 18, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18])
+
+
+def test_commit_exactly_when_every_live_member_acked():
+    """Exhaustive over small cases: every live set of group 0 (the others down) and every
+    sequence of 4 acks from {1, 2, 3, 5} (5: not a member), duplicates included. The
+    reference, worked here: acks of others than the live members are ignored; the write
+    commits on the first ack after which the distinct live members that acked cover the live
+    set, and that ack alone reaches the client; earlier live acks are absorbed, later ones
+    stale."""
+    m = switch("interp")
+    slot_no = 0
+    for live in ([1], [2], [3], [1, 2], [1, 3], [2, 3], [1, 2, 3]):
+        reconfigure(m, down=[r for r in (1, 2, 3) if r not in live])
+        for seq_acks in itertools.product((1, 2, 3, 5), repeat=4):
+            slot_no += 1
+            h, f = write(1, req=slot_no, slot=slot_no)
+            assert len(send(m, f, CLIENT_PORT)) == len(live)
+            seq = m.mem_read("nl.seq", 0)
+            before = counters(m)
+            acked, committed, want = set(), False, collections.Counter()
+            for r in seq_acks:
+                a, af = ack(h, seq, r)
+                out = send(m, af, REPLICA_PORT)
+                if r not in live:
+                    want["ignored"] += 1
+                    assert out == []
+                elif committed:
+                    want["stale"] += 1
+                    assert out == []
+                else:
+                    acked.add(r)
+                    if acked >= set(live):
+                        committed = True
+                        want["commits"] += 1
+                        assert out == [(CLIENT_PORT_OUT, routed(a, r))]
+                    else:
+                        want["absorbed"] += 1
+                        assert out == []
+            after = counters(m)
+            assert {k: after[k] - before[k] for k in after} == {
+                k: want[k] for k in after}, (live, seq_acks)
+            assert (slot(m, slot_no)[0] == 0) == committed
+
+
+def test_copies_are_exactly_the_write_set():
+    """Every state of replicas 1..3 (live, joining, down): a write to group 0 makes one copy
+    per member not down, in position order, each byte for byte, ``nrep`` = the live count;
+    none when every member is down (refused)."""
+    m = switch("interp")
+    n = 0
+    for states in itertools.product(("live", "joining", "down"), repeat=3):
+        down = [r for r, st in zip((1, 2, 3), states) if st == "down"]
+        joining = [r for r, st in zip((1, 2, 3), states) if st == "joining"]
+        reconfigure(m, down=down, joining=joining)
+        n += 1
+        h, f = write(1, req=n, slot=100 + n)
+        seq = m.mem_read("nl.seq", 0) + 1
+        nlive = 3 - len(down) - len(joining)
+        want = [(REPLICA_PORT, copy_of(h, body(1, b"v"), seq, r, nlive))
+                for r in (1, 2, 3) if r not in down] if nlive else []
+        assert send(m, f, CLIENT_PORT) == want, states
