@@ -1,6 +1,7 @@
 """Prefix expansion of hashed LPM tables (driver): the table as the golden model probes it
-(``_lpm_probe``, what the gateware computes) must give, for every key, the longest-prefix
-match of a brute-force scan over the routes installed so far; adds and deletes interleaved,
+(``_lpm_probe``, what the gateware computes) must give, for every key (all 4,096 12-bit keys,
+after every third operation and after the last; sampled keys after every one), the
+longest-prefix match of a brute-force scan over the routes installed so far; adds and deletes interleaved,
 random nested and overlapping prefixes, with a fixed set of held lengths and with banks
 taken while they last. Between the writes of one add or delete every key answers as the
 table before or as the table after it (never a third answer)."""
@@ -110,9 +111,10 @@ def _run(rng, t, tw, ops, check_every_write_keys=48):
             dev.write(w)
             for k in keys:
                 assert dev.lookup(k) in want[k], (i, hex(k), w)
-        # every key after the operation
-        for k in range(1 << KW):
-            assert dev.lookup(k) == brute(new, k), (i, hex(k))
+        # every key after every third operation and after the last
+        if i % 3 == 0 or i == ops - 1:
+            for k in range(1 << KW):
+                assert dev.lookup(k) == brute(new, k), (i, hex(k))
         assert {k: v[1]["nh"] for k, v in tw.lpm_routes(t.qualname).items()} == routes
     return routes, full, expanded, rebucketed
 
