@@ -17,7 +17,10 @@ queue; every message it handles (a read, a write or write copy, a chain forward,
 invalidation, an ack, a validation) costs one service time drawn from the run's
 :class:`netstor.cluster.service.ServiceTime` at a counter-stream index fixed by (operation,
 attempt, message kind, server), so the schemes of one figure see the same draws for the same
-message (common random numbers). ``ctrl_cost`` scales the service time of the messages that
+message (common random numbers). A message takes effect when a worker takes it, in arrival
+order (a write is applied, a read reads), and what it sends leaves when its service time is
+over: a replica's state changes in the order the switch sent it (per-object seq order on a
+FIFO path), whatever the workers' service times. ``ctrl_cost`` scales the service time of the messages that
 carry no value (Hermes' ACK and VAL): 1.0 by default, chosen before any run; the evaluation
 measures 0.0 as a bound. Objects: ``key -> (version, value)``; a write applies only if its
 version is newer (NetLR: the switch's seq; CR: the head's per-key version; Hermes: the
@@ -324,6 +327,7 @@ class Replica:
         self.dedup = run.dedup
         self.writers = {}             # dedup: key -> [writer op id, {op ids that wrote}]
         self.dups = 0
+        self._outbox = None
         self.stale_recorded = 0       # dedup: op ids recorded from writes that were not newer
 
     def cpu(self, draw, kind, fn, *args):
@@ -349,14 +353,22 @@ class Replica:
         now, end = self.sim.now, self.run.window_end
         if now < end:
             self.busy_window_ns += min(t, end - now)
-        self.sim.after(t, self._done, job)
+        # the message takes effect when a worker takes it (in arrival order); what it sends
+        # leaves when its service time is over
+        self._outbox = out = []
+        try:
+            fn(*args)
+        finally:
+            self._outbox = None
+        self.sim.after(t, self._done, kind, out)
 
-    def _done(self, job):
+    def _done(self, kind, out):
         if not self.alive:
             return
         self.in_service -= 1
-        self.handled[job[1]] += 1
-        job[2](*job[3])
+        self.handled[kind] += 1
+        for m in out:
+            self.host.send(*m)
         if self.queue and self.in_service < self.workers:
             self._start(self.queue.popleft())
 
@@ -371,14 +383,12 @@ class Replica:
         per object the current writer's op id and the op ids that wrote it are kept; a try of
         an operation that wrote the object before and that another operation has overwritten
         since is not applied again (its ack still goes out): it already took effect, before
-        the later one. Two differences from the server's record, both because the simulated
-        clients are open loop (many operations in flight, several on one key) and replicas
-        run several workers at once: the record is per op id, not "this client's latest op
-        id" (a client's later operation is not necessarily ordered after its earlier one:
-        Hermes orders by coordinator timestamps), and a write that was not newer (a worker
-        finished it after a newer one) is recorded as having written too (it is ordered
-        before the stored one): otherwise a replica that saw the first try out of order
-        applies the retry while the others do not, and the replicas diverge."""
+        the later one. Two differences from the server's record: it is per op id, not "this
+        client's latest op id" (the simulated clients are open loop, several operations of a
+        client in flight on one key, and a client's later operation is not necessarily
+        ordered after its earlier one: Hermes orders by coordinator timestamps), and a write
+        that was not newer is recorded as having written too (it is ordered before the stored
+        one)."""
         if not (self.dedup and req is not None):
             old = self.store.get(key)
             if old is None or version > old[0]:
@@ -402,7 +412,11 @@ class Replica:
         return applied
 
     def send(self, ip, sport, dport, payload):
-        if self.alive:
+        if not self.alive:
+            return
+        if self._outbox is not None:          # inside a message's handling: at its end
+            self._outbox.append((ip, sport, dport, payload))
+        else:
             self.host.send(ip, sport, dport, payload)
 
 
@@ -941,9 +955,18 @@ class LrRun:
                 out.append(rec)
         return out
 
-    def final_reads(self, t_ns):
-        """A read of every key written, at every live replica, after the run (quiesced): as
-        history records at ``t_ns`` (client id = 100 + replica index)."""
+    def quiesce(self):
+        """Run every event left (queued messages, retries up to their give-up): the state the
+        replicas end in."""
+        self.sim.run()
+        return self.sim.now
+
+    def final_reads(self, t_ns=None):
+        """A read of every key written, at every live replica, once the run is quiet
+        (:meth:`quiesce` is run first): as history records at ``t_ns`` (default: 1 us after
+        the last event; client id = 100 + replica index)."""
+        end = self.quiesce()
+        t_ns = max(end + 1_000, t_ns or 0)
         keys = {c.keys[i] for c in self.clients for i in range(c.n) if c.is_write[i]}
         out = []
         for r in self.replicas[:self.n_replicas]:
