@@ -226,7 +226,7 @@ def run(group, scheme, rate, requests, seed, repeat, load=None, switch="ref", **
     if group in ("fail", "slots", "hist"):
         kw.setdefault("retry_us", RETRY_US)
     if group == "fail":
-        kw["timeout_us"] = 50_000.0
+        kw["timeout_us"] = TIMEOUT_US
     r = _lrrun(scheme, rate=rate, requests=requests, seed=seed, switch=switch, **kw)
     res = r.run()
     keep = {k: res[k] for k in _KEEP}
@@ -628,7 +628,7 @@ def report_markdown(res):
     if fs:
         f0 = fs[0]
         L += ["", f"Failure: replica 2 of 4 killed at {f0['fail_us'] / 1e6:g} s, "
-              f"{f0['rate'] / 1e3:.0f} KRPS offered (open loop, 1 ms retries, 50 ms give-up); "
+              f"{f0['rate'] / 1e3:.0f} KRPS offered (open loop, 1 ms retries, 10 ms give-up); "
               "the controller removes it after the detection delay. Delays: "
               f"{DETECT_US / 1e6:g} s is the authors' controller (its loop polls the port "
               f"status once a second); {DETECT_OURS_US / 1e6:g} s is ours (netstor-server "
@@ -643,7 +643,7 @@ def report_markdown(res):
                      f"{f['after_rps']} | {f['before_writes_rps']} / {f['during_writes_rps']} /"
                      f" {f['after_writes_rps']} | {f['timeouts']} | {f['retries']} |")
         L += ["", "While the dead replica stays in the group no write commits (its ack never "
-              "comes: writes time out after 50 ms of 1 ms retries) and a quarter of the reads "
+              "comes: writes time out after 10 ms of 1 ms retries) and a quarter of the reads "
               "go to it and are answered by another replica on their retry (the rotation moves "
               "on); after the removal the retried writes commit at once (the spike) and "
               "throughput returns to the offered load."]
