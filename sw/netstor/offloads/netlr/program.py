@@ -93,7 +93,11 @@ def make_netlr(n_ports=2, *, slots=SLOTS, groups=GROUPS, rids=RIDS):
 
     # replies report replica state (acks): trusted ports/sources only
     guard(p, reports=(op == OP_WRITE_REPLY) | (op == OP_READ_REPLY))
-    rd, wr, ack = op == OP_READ, op == OP_WRITE, op == OP_WRITE_REPLY
+    # the op, decoded once (this also places the group lookup in the second stage, whose
+    # latency the other programs already set, not in the first: header-path latency)
+    rd, wr, ack = p.meta("rd", 1), p.meta("wr", 1), p.meta("ack", 1)
+    p.add(Compute("classify", [Set(rd, op == OP_READ), Set(wr, op == OP_WRITE),
+                               Set(ack, op == OP_WRITE_REPLY)]))
 
     # the group
     ghit = p.meta("group_hit", 1)
@@ -109,13 +113,17 @@ def make_netlr(n_ports=2, *, slots=SLOTS, groups=GROUPS, rids=RIDS):
                 actions=[group], when=rd | wr | ack))
 
     # the ack's member position (one-hot, live members only) and what each packet may do
+    # (one element: ok_ack is computed from the same comparisons as abit)
     abit = p.meta("abit", M)
-    p.add(Compute("member", [Set(abit, Cat(*[(rid == members[8 * i:8 * i + 8]) & live[i]
-                                              for i in range(M)]))], when=ack & ghit))
+    hits = [(rid == members[8 * i:8 * i + 8]) & live[i] for i in range(M)]
+    any_hit = hits[0]
+    for x in hits[1:]:
+        any_hit = any_hit | x
     ok_wr, ok_rd, ok_ack = p.meta("ok_wr", 1), p.meta("ok_rd", 1), p.meta("ok_ack", 1)
     avail = ghit & (nread != 0)
-    p.add(Compute("admit", [Set(ok_wr, wr & avail & (fp != 0)), Set(ok_rd, rd & avail),
-                            Set(ok_ack, ack & ghit & (abit != 0))], when=rd | wr | ack))
+    p.add(Compute("admit", [Set(abit, Cat(*hits)), Set(ok_wr, wr & avail & (fp != 0)),
+                            Set(ok_rd, rd & avail), Set(ok_ack, ack & ghit & any_hit)],
+                  when=rd | wr | ack))
 
     # the global write sequence; the read rotation
     p.add(RegisterOp.add("seq", p.bank("seq", width=32, depth=1), 0, 1, result=seq,
@@ -182,7 +190,7 @@ def make_netlr(n_ports=2, *, slots=SLOTS, groups=GROUPS, rids=RIDS):
     replica = Action("replica", {"ip": 32, "mac": 48, "smac": 48, "port": 4, "dport": 16},
                      lambda a: [Set(rhit, 1), Set(F.ipv4.dst, a.ip), Set(F.eth.dst, a.mac),
                                 Set(F.eth.src, a.smac), Set(F.meta.egress_port, a.port),
-                                Set(F.udp.dport, a.dport), Set(F.meta.drop, 0)])
+                                Set(F.udp.dport, a.dport)])
     p.add(Table("replicas", kind="exact", key=[target], size=rids, ways=4, actions=[replica],
                 when=ok_rd))
     p.add(Compute("read_rid", [Set(rid, target)], when=ok_rd & rhit))
