@@ -186,7 +186,7 @@ def core_path(out_dir, cache, *, n_ops=64, chunk_beats=64, timeout=None):
     sh = _ShadowTop(n_ops, chunk_beats)
     text = verilog.convert(sh, name="bench_gf_shadow", emit_src=False,
                            ports=[sh.vin, sh.phv_in, sh.vout, sh.phv_out, sh.tap])
-    r = run_yosys(_drop_zero_init(text), "bench_gf_shadow",
+    r = run_yosys(text, "bench_gf_shadow",
                   Path(out_dir) / "synth_work" / "gf_shadow", timeout=timeout, cache_dir=cache)
     if r.get("ok"):
         out["control_shadow"] = _figures(r)
