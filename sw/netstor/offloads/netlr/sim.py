@@ -995,13 +995,13 @@ class LrRun:
         return acked, lost
 
     def timeline(self, bin_us=1_000.0):
-        """Completed operations per bin (reads and writes), from the first arrival."""
+        """Completed operations per bin (all, writes), from time 0 to the last arrival."""
         b = int(bin_us * 1e3)
         ends = np.concatenate([c.done_at[c.done_at >= 0] for c in self.clients])
         wr = np.concatenate([c.done_at[(c.done_at >= 0) & np.asarray(c.is_write, bool)]
                              for c in self.clients])
         t1 = max(c.arr[-1] for c in self.clients if c.n)
-        n = t1 // b + 1
+        n = max(1, t1 // b)                   # whole bins up to the last arrival
         return {"bin_us": bin_us,
                 "ops": np.bincount(ends // b, minlength=n)[:n].tolist(),
                 "writes": np.bincount(wr // b, minlength=n)[:n].tolist()}
