@@ -8,6 +8,11 @@
   aggregation in the inconsistent-object list, reads steered to the latest consistent replica
   or round robin.
 * :mod:`.config` -- the ``netlr:`` configuration section (replica groups, rids, liveness).
+* :mod:`.codec` / :mod:`.schemes` -- ``netstor-server``'s replicas (LMDB, per-object seq order,
+  rejoin catch-up) and ``netstor-load``'s clients (NetLR, chain replication, Hermes-like).
+* :mod:`.lincheck` -- histories checked by porcupine; :mod:`.sim` / :mod:`.eval` -- the
+  simulator's side and ``make eval``'s figures; :mod:`.demo` -- the test bed's switch and
+  ``make demo``'s step.
 
 Not in the default bitstream (``bitstream=False``): NetLR runs in the golden model, the test
 bed and the simulator: ``netstor.programs.default_pipeline(extra=("netlr",))``.
@@ -23,6 +28,8 @@ OFFLOAD = Offload(
     wire=f"{__name__}.header:wire",
     config_section=f"{__name__}.config:apply_section",
     codec=f"{__name__}.codec:NetLrCodec",
+    schemes=f"{__name__}.schemes:SCHEMES",
+    demo=f"{__name__}.demo:demo_step",
     evaluation=f"{__name__}.eval:EVALUATION",
     bitstream=False,
 )
