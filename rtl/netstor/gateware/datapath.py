@@ -494,13 +494,19 @@ class Datapath(wiring.Component):
         m.d.sync += [xv.eq(egress.o[0].valid | egress.o[1].valid), xrc.eq(egress.o[1].valid),
                      xphv.eq(Mux(egress.o[1].valid, egress.o[1].payload,
                                  egress.o[0].payload))]
+        scale = self._payload_scale()
+        if scale is not None:
+            # the copy is scaled (GFScale acted and its data is at byte 128), registered beside
+            # xphv: its compares stay out of the deparser's first prep cycle
+            xsc = Signal()
+            m.d.sync += xsc.eq(~egress.o[1].valid
+                               & scale.hw_run(HwEnv(pl, egress.o[0].payload)))
 
         # ---- the copy's beats, delayed to meet the deparser's window ---------------------------
         # the first beat leaves the lane LANE_LATENCY cycles after go; the window is ready
         # 2 + E + PREP_LATENCY cycles after go
         BD = 2 + E + 1 + PREP_LATENCY - LANE_LATENCY
         ll = lane_layout(dw, UW)
-        scale = self._payload_scale()
         SD = SCALE_LATENCY if scale is not None else 0
         bline = m.submodules.copy_beats = DelayLine(1 + ll.size, BD - SD)
         m.d.comb += bline.i.eq(Cat(lane.o.valid, lane.o.payload))
@@ -515,7 +521,7 @@ class Datapath(wiring.Component):
             xs = HwEnv(pl, xphv)
             sc = m.submodules.gf_scale = GFScaleBeats(ll)
             m.d.comb += [sc.i_valid.eq(bline.o[0]), sc.i.eq(bline.o[1:]),
-                         sc.arg_valid.eq(xv), sc.arg_run.eq(~xrc & scale.hw_run(xs)),
+                         sc.arg_valid.eq(xv), sc.arg_run.eq(xsc),
                          sc.arg_coeff.eq(scale.coeff.hw(xs)[:8]),
                          sc.arg_length.eq(scale.length.hw(xs)[:16]),
                          lbv.eq(sc.o_valid), lb.eq(sc.o)]
@@ -529,7 +535,7 @@ class Datapath(wiring.Component):
             m.d.comb += dorig.eq(eorig.o)
             # a scaled copy leaves with UDP checksum 0 (the model's GFScale zeroes the copy's
             # frame checksum; the deparser keeps a 0)
-            with m.If(~xrc & scale.hw_run(HwEnv(pl, xphv))):
+            with m.If(xsc):
                 m.d.comb += dorig.udp_csum.eq(0)
         m.d.comb += [dep.copy.valid.eq(xv), dep.copy.payload.eq(xphv), dep.orig.eq(dorig),
                      dep.beat.valid.eq(lbv), dep.beat.payload.data.eq(lb.data),
