@@ -21,10 +21,9 @@ namespace), :func:`accept_local`, :func:`run_client` (the client's scenario,
 :func:`.schemes.run_scenario`, on one client host) and :func:`demo_step` (``make demo``'s
 XORInc step on the demo's running servers).
 
-Servers need ``accept_local``: NetUpdate's delta copy to the data node keeps the IPv4 source
-of the packet that completed the delta, which is the data node's own UPD_OLD; Linux drops a
-frame from its own address as a martian unless ``net.ipv4.conf.*.accept_local`` is set. (The
-program could rewrite the copies' source, e.g. to ``req_addr``; that is the program's call.)
+``accept_local`` is set on the servers out of caution only: since de78ab1 the program
+rewrites every delta copy's IPv4 source to the requester (``req_addr``), so a copy back to the
+data node no longer carries the node's own address (which Linux drops as a martian).
 """
 from __future__ import annotations
 
