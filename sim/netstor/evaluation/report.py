@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Section", "write_outputs"]
+__all__ = ["Section", "written_section", "write_outputs"]
 
 
 @dataclass
@@ -21,6 +21,17 @@ class Section:
     summary: dict
     markdown: str
     figures: list = field(default_factory=list)
+
+
+def written_section(name, title, res, out_dir, *, summary, markdown, plot):
+    """An offload's section from its aggregated results ``res``: ``<name>.json`` (``res``) and
+    the figure ``<name>.png`` (``plot(res, path)``) written into ``out_dir``; ``summary`` and
+    ``markdown`` as :class:`Section` takes them."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(res, indent=1) + "\n")
+    plot(res, out / f"{name}.png")
+    return Section(name, title, summary, markdown, [f"{name}.png"])
 
 
 def write_outputs(out_dir, sections, *, meta):

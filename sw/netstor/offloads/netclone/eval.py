@@ -354,12 +354,8 @@ class _Evaluation:
         return out
 
     def summarise(self, results, out_dir, scale=None):
-        from netstor.evaluation.report import Section
+        from netstor.evaluation.report import written_section
         res = aggregate(list(results.values()), preset=scale)
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "netclone.json").write_text(json.dumps(res, indent=1) + "\n")
-        plot(res, out / "netclone.png")
         summary = {k: res[k] for k in ("loads", "p99_us", "p99_ci95", "mean_us", "p50_us",
                                        "throughput_rps") if k in res}
         summary["bimodal"] = {k: v for k, v in res["dists"].get("bimodal", {}).items()
@@ -368,8 +364,8 @@ class _Evaluation:
             summary["bimodal"]["p99_us"] = {s: e["p99_us"] for s, e in
                                             res["dists"]["bimodal"]["schemes"].items()}
         summary["perf"] = res["perf"]
-        return Section("netclone", "NetClone (request cloning) at the paper's scale", summary,
-                       report_markdown(res), ["netclone.png"])
+        return written_section("netclone", "NetClone (request cloning) at the paper's scale", res,
+                               out_dir, summary=summary, markdown=report_markdown(res), plot=plot)
 
 
 EVALUATION = _Evaluation()

@@ -609,14 +609,10 @@ class _Evaluation:
         return out
 
     def summarise(self, results, out_dir, scale=None):
-        from netstor.evaluation.report import Section
+        from netstor.evaluation.report import written_section
         res = aggregate(list(results.values()), preset=scale)
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "xorinc.json").write_text(json.dumps(res, indent=1) + "\n")
-        plot(res, out / "xorinc.png")
-        return Section("xorinc", "XORInc (in-network erasure coding: NetRepair, NetUpdate)",
-                       summary_of(res), report_markdown(res), ["xorinc.png"])
+        return written_section("xorinc", "XORInc (in-network erasure coding: NetRepair, NetUpdate)", res, out_dir,
+                               summary=summary_of(res), markdown=report_markdown(res), plot=plot)
 
 
 EVALUATION = _Evaluation()
