@@ -61,8 +61,8 @@ import yaml
 from netstor.driver.tables import TableFullError
 from netstor.offloads import offloads
 
-__all__ = ["load_config", "apply_config", "register_section", "sections", "ConfigError",
-           "ConfigTableFull"]
+__all__ = ["load_config", "apply_config", "register_section", "sections", "write_plan",
+           "ConfigError", "ConfigTableFull"]
 
 _SECTIONS = {}
 _CORE = {"registers", "tables", "banks", "mcast", "device", "programs"}
@@ -256,6 +256,20 @@ def sections():
             out[off.name] = off.hook("config_section")
     out.update(_SECTIONS)
     return out
+
+
+def write_plan(dev, section, entries, groups, *, copies_are):
+    """Write an offload section's plan on ``dev``: its table entries ``(table, key, action,
+    params)``, then its copy-list multicast groups ``(group, copies)``. Copy lists need a
+    device with list-mode groups (``tm.groups``): otherwise a :class:`ValueError` naming the
+    section and what its copies are (``copies_are``, e.g. "write copies")."""
+    if groups and dev.mcast_mode != "list":
+        raise ValueError(f"{section}: {copies_are} need copy-list multicast (tm.groups); this "
+                         "device has bitmap groups")
+    for table, key, action, params in entries:
+        dev.table(table).add(key, action, params)
+    for g, copies in groups:
+        dev.mcast_set(g, copies)
 
 
 def apply_config(dev, config, *, dry_run=False):

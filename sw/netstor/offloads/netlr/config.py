@@ -44,6 +44,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
+from netstor.config import write_plan
+
 from .header import MAX_REPLICAS, MAX_RID, NETLR_UDP_PORT
 
 __all__ = ["Plan", "plan", "apply_section", "model_writes", "trust_spec", "DEFAULT_MCAST_BASE"]
@@ -220,13 +222,7 @@ def apply_section(dev, value, dry_run=False):
     p = plan(value, **_device_limits(dev))
     if dry_run:
         return
-    if p.mcast and dev.mcast_mode != "list":
-        raise ValueError("netlr: write copies need copy-list multicast (tm.groups); this "
-                         "device has bitmap groups")
-    for table, key, action, params in p.entries:
-        dev.table(table).add(key, action, params)
-    for g, copies in p.mcast:
-        dev.mcast_set(g, copies)
+    write_plan(dev, "netlr", p.entries, p.mcast, copies_are="write copies")
 
 
 def model_writes(pipeline, value, *, writer=None, trusted_ports=None):

@@ -37,6 +37,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
+from netstor.config import write_plan
 from netstor.model import gf
 
 __all__ = ["Code", "Plan", "plan", "helpers", "apply_section", "model_writes", "MAX_N",
@@ -178,13 +179,7 @@ def apply_section(dev, value, dry_run=False):
              if isinstance(getattr(dev, "schema", None), dict) else 4096)
     if dry_run:
         return
-    if p.groups and dev.mcast_mode != "list":
-        raise ValueError("xorinc: delta copies need copy-list multicast (tm.groups); this "
-                         "device has bitmap groups")
-    for table, key, action, params in p.entries:
-        dev.table(table).add(key, action, params)
-    for g, copies in p.groups:
-        dev.mcast_set(g, copies)
+    write_plan(dev, "xorinc", p.entries, p.groups, copies_are="delta copies")
 
 
 def model_writes(pipeline, value, *, writer=None):
