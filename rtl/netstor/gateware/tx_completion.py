@@ -288,7 +288,8 @@ class CompletionSynth(wiring.Component):
     * ``o``: the tags to synthesise a completion for (to :class:`TxCompletions`' ``synth``);
       ``lost``: an event found its slot still pending (:class:`CompletionEvents`).
 
-    Latency: 1 cycle from an event to ``o.valid`` (event (b): 2 cycles from the first beat).
+    Latency: 1 cycle from an event to ``o.valid`` (event (b): 2 cycles from the first beat;
+    the data path's ``miss`` events: 2 cycles, they are registered on entry).
     Throughput: one event per source per clock while ``o`` is taken.
     """
 
@@ -336,8 +337,18 @@ class CompletionSynth(wiring.Component):
             m.d.sync += [q_tag.eq(self.queue.payload.user[1:1 + tw]),
                          q_own.eq(self.queue.payload.user[self.tx_user])]
         if self.miss_events:
-            # (a), found by the data path: {tag, valid} per source
-            events = [(ev[0], ev[1:]) for ev in self.miss]
+            # (a), found by the data path: {tag, valid} per source, registered here first. The
+            # data path finds them from other blocks' outputs (the copy lane's stale test is 4
+            # LUT levels, the data path's compares 3 more), so taking them straight into the
+            # pending slots was 9 LUT levels across modules (whole-core run at 2fb8dd6). These
+            # events reach ``o`` one cycle later than (b) and (c); every source keeps its own
+            # slot, and the host matches completions by tag, so only the timing moves.
+            events = []
+            for i, ev in enumerate(self.miss):
+                ev_r = Signal(name=f"miss_valid_{i}")
+                tag_r = Signal(tw, name=f"miss_tag_{i}", reset_less=True)
+                m.d.sync += [ev_r.eq(ev[0]), tag_r.eq(ev[1:])]
+                events.append((ev_r, tag_r))
         else:
             # (a) leaves the pipeline without a copy to its own wire port
             events = [(q_first & (b.port == k) & ~self.own_copy, b.user[1:1 + tw])]
