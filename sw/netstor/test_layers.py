@@ -27,7 +27,7 @@ LAYERS = [
     ["netstor.gateware", "netstor.model"],
     ["netstor.elements"],
     ["netstor.programs"],
-    ["netstor.build", "netstor.driver", "netstor.proto", "netstor.hls"],
+    ["netstor.build", "netstor.driver", "netstor.proto", "netstor.hls", "netstor.lincheck"],
     ["netstor.sim"],
     ["netstor.bench"],
     ["netstor.wire", "netstor.config"],

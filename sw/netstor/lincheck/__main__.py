@@ -1,4 +1,4 @@
-"""``python -m netstor.offloads.netlr.lincheck HISTORY.jsonl [--html FILE]``: check a history
+"""``python -m netstor.lincheck HISTORY.jsonl [--html FILE]``: check a history
 file (JSON lines, see the package docstring) and print the checker's JSON report."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from . import check
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m netstor.offloads.netlr.lincheck")
+    ap = argparse.ArgumentParser(prog="python -m netstor.lincheck")
     ap.add_argument("history", help="JSON lines, one operation each")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--html", help="write porcupine's visualization here")

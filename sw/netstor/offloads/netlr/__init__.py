@@ -10,7 +10,7 @@
 * :mod:`.config` -- the ``netlr:`` configuration section (replica groups, rids, liveness).
 * :mod:`.codec` / :mod:`.schemes` -- ``netstor-server``'s replicas (LMDB, per-object seq order,
   rejoin catch-up) and ``netstor-load``'s clients (NetLR, chain replication, Hermes-like).
-* :mod:`.lincheck` -- histories checked by porcupine; :mod:`.sim` / :mod:`.eval` -- the
+* :mod:`netstor.lincheck` -- histories checked by porcupine; :mod:`.sim` / :mod:`.eval` -- the
   simulator's side and ``make eval``'s figures; :mod:`.demo` -- the test bed's switch and
   ``make demo``'s step.
 

@@ -51,7 +51,7 @@ from netstor.testbed.switch import _Stop, run_model_switch
 from .codec import T_CATCHUP, T_CATCHUP_DONE, ip_int, pack_host, unpack_host
 from .config import model_writes
 from .header import NETLR_UDP_PORT, LrHeader
-from .lincheck import acked_writes_lost, check
+from netstor.lincheck import acked_writes_lost, check
 
 __all__ = ["netlr_pipeline", "rack_section", "start_switch", "set_membership", "Membership",
            "catch_up", "start_clients", "collect", "final_reads", "verdict", "run_failover", "main",

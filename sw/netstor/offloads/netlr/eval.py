@@ -218,7 +218,7 @@ _KEEP = ("measured", "timeouts", "mean_us", "p50_us", "p99_us", "throughput_rps"
 
 def run(group, scheme, rate, requests, seed, repeat, load=None, switch="ref", **kw):
     """One evaluation task: the compact result of one :class:`.sim.LrRun` (group ``check``:
-    :func:`check_model`; ``hist``: the history checked by :mod:`.lincheck`)."""
+    :func:`check_model`; ``hist``: the history checked by :mod:`netstor.lincheck`)."""
     base = dict(group=group, scheme=scheme, rate=rate, requests=requests, seed=seed,
                 repeat=repeat, load=load, switch=switch, **kw)
     if group == "check":
@@ -254,7 +254,7 @@ def _check_history(r):
     """The run's history plus a read of every written key at every live replica afterwards,
     through the checker: ``{operations, violations, ok, pending_writes, acked_writes,
     acked_writes_lost}`` (lost: the checker's :func:`acked_writes_lost`, from the history)."""
-    from . import lincheck
+    from netstor import lincheck
     r.quiesce()                   # answers still on their way are part of the history
     h = r.history() + r.final_reads()
     res = lincheck.check(h, timeout=120.0)

@@ -1,5 +1,5 @@
 """NetLR's clients and the baselines' clients on the same agents, with the histories the
-linearizability checker (:mod:`.lincheck`) takes; and ``netstor-load``'s scheme
+linearizability checker (:mod:`netstor.lincheck`) takes; and ``netstor-load``'s scheme
 (:class:`NetLrLoad`, :data:`SCHEMES`: storage requests behind the NetLR header, for load and
 latency, no histories).
 
@@ -32,10 +32,10 @@ has since been superseded is not applied again, only acknowledged (``DONE``; CR 
 down the chain as a no-op, Hermes answers once the key is valid). A write returns on the
 acknowledgement of any of its tries. Reads may take the answer to any of their tries.
 
-History: every client appends to a :class:`.lincheck.Recorder` (call and return times on the
+History: every client appends to a :class:`netstor.lincheck.Recorder` (call and return times on the
 host's monotonic clock, which all network namespaces share): op, key, value; an operation
 that never got an answer stays pending. Written values are unique (``c<client>.<n>``), so
-:func:`.lincheck.acked_writes_lost` can tell them apart.
+:func:`netstor.lincheck.acked_writes_lost` can tell them apart.
 
 :func:`run_workload` runs ``n`` client threads with a random read/write mix over a key set,
 then reads every key once more (the final reads the lost-write count needs).
@@ -62,7 +62,7 @@ from .codec import (F_STORAGE, T_CR_ACK, T_CR_READ, T_CR_READ_REPLY, T_CR_WRITE,
                     pack_host, pack_msg, unpack_host, unpack_msg, write_value)
 from .header import (F_RETRY, NETLR_UDP_PORT, OP_READ, OP_READ_REPLY, OP_WRITE,
                      OP_WRITE_REPLY, LrHeader, fingerprint, group_of, slot_of)
-from .lincheck import Recorder
+from netstor.lincheck import Recorder
 
 __all__ = ["SCHEMES", "NetLrLoad", "LrTimeout", "Endpoint", "NetLrClient", "ChainClient",
            "HermesClient", "CLIENTS", "run_workload", "final_read", "main"]

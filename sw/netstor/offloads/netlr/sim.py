@@ -32,7 +32,7 @@ own id (unique). No reply within ``retry_us``: the same operation is sent again 
 NetLR: a new seq from the switch), until ``timeout_us`` after its arrival (then a timeout, kept
 in the latency samples at the timeout). Latency from the scheduled arrival to the first reply.
 Every operation goes into the history (call = arrival, return = first reply, value written or
-read; unanswered: pending) that :mod:`netstor.offloads.netlr.lincheck` checks.
+read; unanswered: pending) that :mod:`netstor.lincheck` checks.
 
 **Schemes** (:data:`SCHEMES`):
 

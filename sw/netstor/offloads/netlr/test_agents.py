@@ -2,7 +2,7 @@
 side of NetLR (per-object seq order, replies, op-id deduplication of retries), the rejoin
 catch-up between two servers, and the two baselines (chain replication, Hermes-like) run by
 several client threads against three ``netstor-server``\\ s, their histories checked by
-porcupine (:mod:`.lincheck`) and the replicas' final stores compared."""
+porcupine (:mod:`netstor.lincheck`) and the replicas' final stores compared."""
 import socket
 import struct
 import time
@@ -11,7 +11,7 @@ import pytest
 
 from netstor.agent.server import Server
 from netstor.offloads.netlr import codec as C
-from netstor.offloads.netlr import lincheck
+from netstor import lincheck
 from netstor.offloads.netlr.header import (OP_READ, OP_READ_REPLY, OP_WRITE, OP_WRITE_REPLY,
                                            LrHeader)
 from netstor.offloads.netlr.schemes import ChainClient, HermesClient, run_workload

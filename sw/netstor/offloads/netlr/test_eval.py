@@ -17,7 +17,7 @@ from netstor.offloads.netlr.sim import LrRun
 
 
 def _checker():
-    from netstor.offloads.netlr import lincheck
+    from netstor import lincheck
     try:
         lincheck.go_binary()
     except lincheck.LincheckUnavailable as e:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from netstor.offloads.netlr import lincheck
-from netstor.offloads.netlr.lincheck import LincheckUnavailable, acked_writes_lost, check
+from netstor import lincheck
+from netstor.lincheck import LincheckUnavailable, acked_writes_lost, check
 
 
 def _go_present():
@@ -167,7 +167,7 @@ def test_build_is_cached():
 
 
 def test_command_line(tmp_path, capsys):
-    from netstor.offloads.netlr.lincheck.__main__ import main
+    from netstor.lincheck.__main__ import main
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
     good.write_text(lincheck.to_jsonl([W(0, "a", "1", 0, 10), R(1, "a", "1", 20, 30)]))
     bad.write_text(lincheck.to_jsonl([W(0, "a", "1", 0, 10), R(1, "a", None, 20, 30)]))

@@ -9,7 +9,7 @@ never sees, the replica is restarted on its stale database and rejoins (phase 1,
 from a live replica, phase 2) while the clients go on; then every key is read once more.
 
 The evidence: the merged history (every client's calls and returns on the host's monotonic
-clock) checked by porcupine (:mod:`.lincheck`: 0 violations), 0 acknowledged writes lost
+clock) checked by porcupine (:mod:`netstor.lincheck`: 0 violations), 0 acknowledged writes lost
 (each acked write read back or superseded by a later write that was read), the catch-up
 applying exactly the objects the replica missed, and the stopped servers' stores equal. The
 same run with the catch-up skipped must be rejected by the same checks (a negative control:
@@ -20,7 +20,7 @@ import tempfile
 import pytest
 
 from netstor.offloads.netlr import demo
-from netstor.offloads.netlr.lincheck import LincheckUnavailable, go_binary
+from netstor.lincheck import LincheckUnavailable, go_binary
 from netstor.testbed.rack import Rack
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0,
