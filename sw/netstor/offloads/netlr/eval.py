@@ -67,17 +67,19 @@ OUTSTANDING = 128                  # saturation runs: closed loop, per client
 
 PRESETS = {
     "smoke": {"loads": [0.2, 0.6, 1.2], "requests": 1_500, "repeats": 1, "replicas": [2, 4],
-              "slots": [16, 1 << 17], "slot_requests": 1_500, "fail_s": 0.006,
+              "sizes": [100], "slots": [16, 1 << 17], "slot_requests": 1_500, "fail_s": 0.006,
               "fail_rate": 0.2, "detect_us": [5_000.0], "hist": 1, "hist_requests": 1_500,
               "ctrl0": False},
     "headline": {"loads": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2],
                  "requests": 10_000, "repeats": 3, "replicas": [2, 3, 4, 5, 6],
+                 "sizes": [100, 1_000, 10_000, 100_000, 10_000_000],
                  "slots": [4, 16, 64, 256, 1024, 4096, 1 << 17], "slot_requests": 10_000,
                  "fail_s": 0.3, "fail_rate": 0.1, "detect_us": [DETECT_US, DETECT_OURS_US],
                  "hist": 6,
                  "hist_requests": 6_000, "ctrl0": True},
     "full": {"loads": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0,
                        1.1, 1.2], "requests": 100_000, "repeats": 5, "replicas": [2, 3, 4, 5, 6],
+             "sizes": [100, 1_000, 10_000, 100_000, 10_000_000],
              "slots": [4, 16, 64, 256, 1024, 4096, 16384, 1 << 17], "slot_requests": 100_000,
              "fail_s": 0.5, "fail_rate": 0.5, "detect_us": [DETECT_US, DETECT_OURS_US],
              "hist": 20,
@@ -145,6 +147,13 @@ def tasks(preset="headline", seed0=1, *, schemes=None, switch=None):
                             "rate": round(capacity_rps(s, R), 3), "load": "closed",
                             "outstanding": OUTSTANDING, "requests": p["requests"],
                             "seed": seed, "repeat": rep, "switch": sw})
+        for nk in p["sizes"]:
+            for s in want:
+                # the dataset size (objects, uniform keys); 10^6 is the scale group's point
+                out.append({"group": "size", "scheme": s, "n_keys": nk,
+                            "rate": round(capacity_rps(s), 3), "load": "closed",
+                            "outstanding": OUTSTANDING, "requests": p["requests"],
+                            "seed": seed, "repeat": rep, "switch": sw})
         if p["ctrl0"]:
             for s in want:
                 # a write (and what carries its value) twice as dear as a read
@@ -167,14 +176,6 @@ def tasks(preset="headline", seed0=1, *, schemes=None, switch=None):
                             "rate": round(0.9 * capacity_rps("netlr", read_ratio=0.0), 3),
                             "requests": p["slot_requests"], "seed": seed0 + rep,
                             "repeat": rep, "switch": sw})
-        rate = round(p["fail_rate"] * cap, 3)
-        for det in p["detect_us"]:
-            # killed at fail_s, removed det later, then fail_s more
-            span_s = 2 * p["fail_s"] + det / 1e6
-            out.append({"group": "fail", "scheme": "netlr", "rate": rate,
-                        "load": p["fail_rate"], "requests": int(rate * span_s), "seed": seed0,
-                        "repeat": 0, "switch": sw, "fail": [1, p["fail_s"] * 1e6],
-                        "detect_us": det})
         for h in range(p["hist"]):
             # the plain rule (the negative control) on the first two seeds only: porcupine
             # proves a violating key by exhausting its orderings, which can take a while
@@ -187,12 +188,25 @@ def tasks(preset="headline", seed0=1, *, schemes=None, switch=None):
                             "detect_us": 2_000.0})
         out.append({"group": "check", "scheme": "netlr", "requests": 600, "seed": seed0,
                     "repeat": 0, "rate": round(0.3 * cap, 3), "load": 0.3, "switch": "model"})
+    rate = round(p["fail_rate"] * cap, 3)
+    for s in want:
+        for det in p["detect_us"]:
+            # the same absolute offered rate for every scheme (NetLR's fail_rate x its
+            # capacity, under each baseline's bound); replica 2 of 4 (CR: the chain's second
+            # server) killed at fail_s, removed det later, then fail_s more
+            span_s = 2 * p["fail_s"] + det / 1e6
+            out.append({"group": "fail", "scheme": s, "rate": rate,
+                        "load": p["fail_rate"], "requests": int(rate * span_s), "seed": seed0,
+                        "repeat": 0, "switch": sw if s == "netlr" else "route",
+                        "fail": [1, p["fail_s"] * 1e6], "detect_us": det})
     for s in want:
         if s != "netlr":
             out.append({"group": "hist", "scheme": s, "dedup": True,
                         "rate": HIST_RATE, "load": round(HIST_RATE / capacity_rps(s), 4),
                         "requests": p["hist_requests"], "seed": seed0, "repeat": 0,
-                        "switch": "route", "n_keys": HIST_KEYS, "write_ratio": 0.3})
+                        "switch": "route", "n_keys": HIST_KEYS, "write_ratio": 0.3,
+                        "fail": [1, 0.3 * p["hist_requests"] / HIST_RATE * 1e6],
+                        "detect_us": 2_000.0})
     return out
 
 
@@ -423,9 +437,35 @@ def aggregate(done, *, preset=None, wall_s=None):
             out["scale"]["schemes"][s] = {
                 "throughput_rps": pts,
                 "analytic_rps": [round(capacity_rps(s, R)) for R in reps]}
-    # failure: one run per detection delay
+    # dataset size: saturation throughput against the number of objects (10^6: the scale
+    # group's runs at the default replica count)
+    sz = _by(done, group="size")
+    if sz:
+        sizes = sorted({t["n_keys"] for t in sz} | {N_KEYS})
+        out["size"] = {"n_keys": sizes, "schemes": {}}
+        for s in schemes:
+            pts = []
+            for nk in sizes:
+                ts = (_by(sc, scheme=s, replicas=REPLICAS) if nk == N_KEYS
+                      else _by(sz, scheme=s, n_keys=nk))
+                pts.append(_mci([t["result"]["throughput_rps"] for t in ts], 0))
+            ref = [_sat(done, s, sd) for sd in seeds]
+            rel = []
+            for nk in sizes:
+                ts = (_by(sc, scheme=s, replicas=REPLICAS) if nk == N_KEYS
+                      else _by(sz, scheme=s, n_keys=nk))
+                rel.append(_mci([t["result"]["throughput_rps"] / r for t in ts
+                                 for sd, r in zip(seeds, ref) if t["seed"] == sd and r], 3))
+            out["size"]["schemes"][s] = {
+                "throughput_rps": pts, "vs_1m_objects": rel,
+                "retries": [sum(t["result"]["retries"] for t in _by(sz, scheme=s, n_keys=nk))
+                            if nk != N_KEYS else None for nk in sizes],
+                "timeouts": [sum(t["result"]["timeouts"] for t in _by(sz, scheme=s, n_keys=nk))
+                             if nk != N_KEYS else None for nk in sizes]}
+    # failure: one run per scheme and detection delay
     out["fail"] = []
-    for t in sorted(_by(done, group="fail"), key=lambda t: t["detect_us"]):
+    for t in sorted(_by(done, group="fail"), key=lambda t: (SCHEMES.index(t["scheme"]),
+                                                             t["detect_us"])):
         res = t["result"]
         tlv = res["timeline"]
         bin_s = tlv["bin_us"] / 1e6
@@ -437,7 +477,10 @@ def aggregate(done, *, preset=None, wall_s=None):
         mean = (lambda xs: round(sum(xs) / len(xs)) if xs else None)
         win = {"before": (max(1, fb // 2), fb), "during": (fb + 2, rb),
                "after": (rb + 3, max(rb + 4, n - 1))}
-        row = {"rate": t["rate"], "fail_us": fail_us, "removed_us": removed,
+        ctl = (res["controller"] or [{}])[0]
+        row = {"scheme": t["scheme"], "rate": t["rate"], "fail_us": fail_us,
+               "removed_us": removed,
+               "on_removal": {k: v for k, v in ctl.items() if k not in ("t_us",)},
                "detect_us": t["detect_us"], "bin_us": tlv["bin_us"],
                "ops_per_s": [round(x) for x in ops], "writes_per_s": [round(x) for x in wps],
                "timeouts": res["timeouts"], "retries": res["retries"],
@@ -515,7 +558,7 @@ def plot(res, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 4, figsize=(20, 3.8))
+    fig, axes = plt.subplots(1, 5, figsize=(25, 3.8))
     ax = axes[0]
     for s, e in res["tl"]["schemes"].items():
         label, marker, color = STYLE[s]
@@ -540,12 +583,15 @@ def plot(res, path):
     ax.set_ylabel("saturation throughput (KRPS)")
     ax.set_title("(b) scalability")
     ax = axes[2]
-    for f, color in zip(res.get("fail") or [], ("tab:red", "tab:purple", "tab:orange")):
+    dets = sorted({f["detect_us"] for f in res.get("fail") or []})
+    for f in res.get("fail") or []:
+        label, _m, color = STYLE[f.get("scheme", "netlr")]
+        ls = ("-", "--", ":")[dets.index(f["detect_us"]) % 3]
         t = [(i + 0.5) * f["bin_us"] / 1e6 for i in range(len(f["ops_per_s"]))]
-        ax.plot(t, [x / 1e3 for x in f["ops_per_s"]], color=color, lw=1,
-                label=f"NetLR, removed after {f['detect_us'] / 1e6:g} s")
+        ax.plot(t, [x / 1e3 for x in f["ops_per_s"]], color=color, lw=1, ls=ls,
+                label=f"{label}, removed after {f['detect_us'] / 1e6:g} s")
         if f["removed_us"]:
-            ax.axvline(f["removed_us"] / 1e6, color=color, ls="--", lw=1)
+            ax.axvline(f["removed_us"] / 1e6, color="0.5", ls=ls, lw=0.8)
     if res.get("fail"):
         ax.axvline(res["fail"][0]["fail_us"] / 1e6, color="k", ls=":",
                    label="replica killed")
@@ -562,6 +608,17 @@ def plot(res, path):
     ax.set_xlabel("slots")
     ax.set_ylabel("write throughput (KRPS)")
     ax.set_title("(d) inconsistent-object list size")
+    ax = axes[4]
+    for s, e in (res.get("size") or {}).get("schemes", {}).items():
+        label, marker, color = STYLE[s]
+        ax.errorbar(res["size"]["n_keys"], [p["mean"] / 1e3 for p in e["throughput_rps"]],
+                    yerr=[(p["mean"] - p["ci95"][0]) / 1e3 for p in e["throughput_rps"]],
+                    marker=marker, color=color, label=label, capsize=3)
+    if res.get("size"):
+        ax.set_xscale("log")
+    ax.set_xlabel("objects")
+    ax.set_ylabel("saturation throughput (KRPS)")
+    ax.set_title("(e) dataset size (95:5)")
     for ax in axes:
         ax.grid(True, alpha=0.3)
         if ax.has_data():
@@ -624,10 +681,25 @@ def report_markdown(res):
             L.append(f"| {R} | " + " | ".join(
                 f"{_ci(e['throughput_rps'][i], 1, 1e3)} (bound {e['analytic_rps'][i] / 1e3:.1f})"
                 for e in sc["schemes"].values()) + " |")
+    sz = res.get("size")
+    if sz:
+        L += ["", f"Dataset size (saturation throughput, KRPS, closed loop, {REPLICAS} replicas, "
+              "95:5, uniform keys, no retries as in every throughput run: a write that "
+              "does not commit times out after 10 ms; the 10^6 point is the scalability "
+              "runs'; in brackets: relative to it, paired per repeat; timeouts summed over "
+              "repeats):", "",
+              "| objects | " + " | ".join(STYLE[s][0] for s in sz["schemes"]) + " |",
+              "|---" * (len(sz["schemes"]) + 1) + "|"]
+        for i, nk in enumerate(sz["n_keys"]):
+            L.append(f"| {nk:,} | " + " | ".join(
+                f"{_ci(e['throughput_rps'][i], 1, 1e3)} ({_ci(e['vs_1m_objects'][i], 3)}"
+                + (f"; {e['timeouts'][i]} timeouts" if e["timeouts"][i] else "") + ")"
+                for e in sz["schemes"].values()) + " |")
     fs = res.get("fail") or []
     if fs:
         f0 = fs[0]
-        L += ["", f"Failure: replica 2 of 4 killed at {f0['fail_us'] / 1e6:g} s, "
+        L += ["", f"Failure: replica 2 of 4 (CR: the chain's second server) killed at "
+              f"{f0['fail_us'] / 1e6:g} s, "
               f"{f0['rate'] / 1e3:.0f} KRPS offered (open loop, 1 ms retries, 10 ms give-up); "
               "the controller removes it after the detection delay. Delays: "
               f"{DETECT_US / 1e6:g} s is the authors' controller (its loop polls the port "
@@ -635,19 +707,26 @@ def report_markdown(res):
               "heartbeats every 1 s, the controller declares an agent down 3 s after its last "
               "heartbeat and checks every second: 2 to 4 s after the failure, 3 s on "
               "average).", "",
-              "| removed after | ops/s before | while in the group | after removal | "
-              "writes/s before / while / after | timeouts | retries |",
-              "|---|---|---|---|---|---|---|"]
+              "| scheme | removed after | ops/s before | while in the group | after removal | "
+              "writes/s before / while / after | timeouts | retries | at the removal |",
+              "|---|---|---|---|---|---|---|---|---|"]
         for f in fs:
-            L.append(f"| {f['detect_us'] / 1e6:g} s | {f['before_rps']} | {f['during_rps']} | "
+            L.append(f"| {STYLE[f.get('scheme', 'netlr')][0]} | {f['detect_us'] / 1e6:g} s | "
+                     f"{f['before_rps']} | {f['during_rps']} | "
                      f"{f['after_rps']} | {f['before_writes_rps']} / {f['during_writes_rps']} /"
-                     f" {f['after_writes_rps']} | {f['timeouts']} | {f['retries']} |")
-        L += ["", "While the dead replica stays in the group no write commits (its ack never "
-              "comes: writes give up after 10 ms of 1 ms retries, the timeouts column) and a "
-              "quarter of the reads go to it and are answered by another replica on their "
-              "retry (the rotation moves on), hence the few per cent fewer operations per "
-              "second; at the removal the writes of the last 10 ms commit on their next retry "
-              "and the rate returns to the offered load."]
+                     f" {f['after_writes_rps']} | {f['timeouts']} | {f['retries']} | "
+                     f"{_removal(f)} |")
+        L += ["", "While the dead replica stays in the group no write commits in any scheme "
+              "(NetLR and Hermes wait for its ack, CR's chain is cut at it; writes give up "
+              "after 10 ms of 1 ms retries, the timeouts column). Reads: NetLR's rotation and "
+              "Hermes' clients send a quarter of them to the dead replica, answered by another "
+              "on their retry (a few per cent fewer operations per second); CR's reads go to "
+              "the tail, alive here, and go on. At the removal (NetLR: table writes; CR: the "
+              "master closes the chain, the dead server's predecessor re-sends what its new "
+              "successor lacks; Hermes: a membership change, coordinators stop waiting for the "
+              "removed member's ACKs and replay the writes it coordinated) the writes of the "
+              "last 10 ms commit on their next retry (or at once: Hermes' pending writes) and "
+              "the rate returns to the offered load."]
     sl = res["slots"]
     if sl["slots"]:
         L += ["", f"Write throughput against slots (writes only, offered "
@@ -679,6 +758,16 @@ def report_markdown(res):
             L += ["", f"Model check not run: {c.get('why')}."]
     L += ["", _explain(res, su)]
     return "\n".join(L)
+
+
+def _removal(f):
+    r = f.get("on_removal") or {}
+    if "resent" in r:
+        return (f"chain closed: {r['resent']} writes re-sent rid {r['from_rid']} -> "
+                f"{r['to_rid']}" if r.get("from_rid") else "chain closed")
+    if "replayed" in r:
+        return f"{r['committed']} pending writes committed, {r['replayed']} replayed"
+    return "group's tables rewritten" if r else "-"
 
 
 def _explain(res, su):
@@ -716,6 +805,22 @@ def _explain(res, su):
             "up); the paper's Tofino testbed runs millions of requests per second with far "
             "more writes in flight, hence its 128K. The slot count that suffices scales with "
             "write throughput x write latency, not with the number of objects.")
+    sz = res.get("size")
+    if sz and sz["schemes"]:
+        rng = {STYLE[k][0]: [x["mean"] for x in e["vs_1m_objects"] if x["mean"] is not None]
+               for k, e in sz["schemes"].items()}
+        parts.append(
+            "Dataset size: with uniform keys the number of objects changes only how often "
+            "operations meet an object a write is in flight on (NetLR: reads steered to its "
+            "consistent replica, and a write overtaken by a later write of its object never "
+            "commits: its acks are stale, its client would retry, here it times out; Hermes: "
+            "reads parked on an Invalid key). Over "
+            f"{min(sz['n_keys']):,} to {max(sz['n_keys']):,} objects the saturation throughput "
+            "stays within " + ", ".join(f"{k} {min(v):.3f}-{max(v):.3f}" for k, v in rng.items()
+                                        if v)
+            + " of its 10^6-object value (the paper: NetLR is robust to the dataset size); "
+            "the slides give neither the sizes nor a skew, so the sweep and the uniform keys "
+            "are ours.")
     hs = res["histories"]
     if hs.get("netlr_plain_retry", {}).get("violations"):
         parts.append(
@@ -743,7 +848,7 @@ class _Evaluation:
         out = []
         for t in tasks(scale, seed0=seed):
             extra = "".join(f"/{k}{t[k]}" for k in ("replicas", "slots", "dedup", "ctrl_cost",
-                                                    "write_cost")
+                                                    "write_cost", "n_keys", "detect_us")
                             if k in t)
             key = (f"netlr/{t['group']}/{t['scheme']}/load{t['load']}{extra}/"
                    f"n{t['requests']}/s{t['seed']}")

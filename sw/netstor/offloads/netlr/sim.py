@@ -63,10 +63,15 @@ plain rule of the lead's first protocol text (apply any newer seq) is an option:
 write superseded by another write of its object is retried with a new seq and takes effect a
 second time (the checker catches it; the evaluation runs both).
 
-**Membership** (NetLR): :meth:`LrRun.kill` stops a replica at a virtual time; the controller
+**Membership**: :meth:`LrRun.kill` stops a replica at a virtual time; the controller
 notices after ``detect_us`` (a parameter of the run: the design's detection delay, see
-:mod:`.eval`) and removes the replica from its group (live bit, copy list, live count) by table
-writes only. Writes in flight to it do not commit until their client retries.
+:mod:`.eval`) and removes it. NetLR: from its group (live bit, copy list, live count) by table
+writes only; writes in flight to it do not commit until their client retries. CR: the master
+reconfigures the chain (:meth:`_CR.reconfigure`: the dead server's predecessor re-sends what
+its new successor lacks). Hermes-like: a membership change (:meth:`_Hermes.reconfigure`:
+coordinators stop waiting for the removed member's ACKs; writes it coordinated are replayed).
+Until the removal every scheme's clients and servers still count the dead replica in
+(:attr:`LrRun.members`, the membership view).
 """
 from __future__ import annotations
 
@@ -319,7 +324,9 @@ class Replica:
         self.store = {}
         self.valid = {}               # hermes: key -> False while invalid
         self.parked = {}              # hermes: key -> [read jobs waiting for validation]
-        self.acks = {}                # hermes coordinator: (key, ts) -> [acks, op state]
+        self.acks = {}                # hermes coordinator: (key, ts) -> [rids to ack, cidx, req]
+        self.inv_from = {}            # hermes: (key, ts) -> (cidx, req) of an INV applied
+        self.sent = {}                # cr: key -> (ver, val, req, cidx, flags) last forwarded
         self.handled = [0] * len(KINDS)
         self._u, self._v = run.draws
         self.ctrl_cost = run.ctrl_cost
@@ -613,13 +620,44 @@ class _Baseline:
 
 
 class _CR(_Baseline):
-    """Chain replication over the live replicas in index order: head first, tail last."""
+    """Chain replication over the group's members in index order: head first, tail last.
+
+    **Failure** (the master's reconfiguration, van Renesse & Schneider, section 3): the chain is
+    the membership view (:attr:`LrRun.members`), which changes only when the master (the run's
+    controller, ``detect_us`` after the failure) removes the dead server; until then the
+    clients and servers keep sending to it and what they send is lost (a dead middle server:
+    no write reaches the tail, no write commits; a dead tail: no read is answered either; a
+    dead head: no write gets in). At the reconfiguration the chain closes over the gap: a
+    dead head's successor becomes the head, a dead tail's predecessor the tail, and a dead
+    middle server's predecessor sends its new successor every write the successor has not
+    received (the paper's Sent list; here: per key the newest write the predecessor forwarded,
+    re-sent when the successor's stored version is older: a chain forward the successor
+    handles like any other). Clients retry (same value) at the new head; a retry the head does not apply
+    because a later write of the object superseded it (the replicas' apply-once rule) is not
+    forwarded (it took effect before the later one; its client times out)."""
     name = "cr"
     port = CR_PORT
     KIND = {B_READ: K_READ, B_WRITE: K_WRITE, B_FWD: K_FWD}
 
     def chain(self):
-        return [r for r in self.run.replicas[:self.run.n_replicas] if r.alive]
+        return self.run.member_replicas()
+
+    def reconfigure(self, dead):
+        """The master removed ``dead`` (already out of the membership view)."""
+        old = [r for r in self.run.replicas[:self.run.n_replicas]
+               if r.index in self.run.members or r is dead]
+        pos = old.index(dead)
+        if 0 < pos < len(old) - 1:
+            pred, succ = old[pos - 1], old[pos + 1]
+            resent = 0
+            for key, (ver, val, req, cidx, flags) in sorted(pred.sent.items()):
+                if succ.store.get(key, (0, 0))[0] < ver:
+                    pred.send(succ.host.ip, CR_PORT, CR_PORT,
+                              self.msg(B_FWD, cidx, ver, pred.rid, req, key, val, flags))
+                    resent += 1
+            return {"resent": resent, "from_rid": pred.rid, "to_rid": succ.rid}
+        return {"resent": 0, "new_head" if pos == 0 else "new_tail":
+                (old[1] if pos == 0 else old[-2]).rid if len(old) > 1 else None}
 
     def send(self, client, i, attempt):
         ch = self.chain()
@@ -640,24 +678,68 @@ class _CR(_Baseline):
             self.to_client(rep, B_READ_REPLY, cidx, v, req, key, x)
             return
         if op == B_WRITE:                         # the head versions the write
+            if pos != 0:
+                return                            # not the head (any more): lost
             ver = rep.store.get(key, (0, 0))[0] + 1
-        rep.apply(key, ver, val, req)
+            if not rep.apply(key, ver, val, req) and rep.dedup:
+                return                            # a superseded retry: not forwarded
+        else:
+            rep.apply(key, ver, val, req)
         if pos == len(ch) - 1:
             self.to_client(rep, B_WRITE_REPLY, cidx, ver, req, key)
         elif pos >= 0:
             m2 = self.msg(B_FWD, cidx, ver, rep.rid, req, key, val, flags)
+            if ver > rep.sent.get(key, (0,))[0]:
+                rep.sent[key] = (ver, val, req, cidx, flags)
             rep.send(ch[pos + 1].host.ip, CR_PORT, CR_PORT, m2)
 
 
 class _Hermes(_Baseline):
     """Hermes-like leaderless replication (see the module doc). Timestamps are
-    ``version << 3 | coordinator index`` (8 replicas at most), compared as integers."""
+    ``version << 3 | coordinator index`` (8 replicas at most), compared as integers.
+
+    **Failure** (Hermes' membership change and write replay, Katsarakis et al., section 3.3):
+    the group is the membership view (:attr:`LrRun.members`), changed only when the
+    membership service (the run's controller, ``detect_us`` after the failure) removes the
+    dead replica. Until then clients keep sending a quarter of their requests to it (lost;
+    their retries go to the next member), every write's coordinator waits for the dead
+    replica's ACK (no write commits) and reads of the keys those writes invalidated wait
+    for a validation. At the membership change each coordinator stops waiting for the
+    removed member (a write whose other ACKs are in commits: VAL, the client's reply, parked
+    reads answered), and every live replica replays the writes it holds Invalid whose
+    coordinator was the removed one (it coordinates them with the same timestamp: INV to the
+    other members, their ACKs, VAL; the client gets the reply)."""
     name = "hermes"
     port = HERMES_PORT
     KIND = {B_READ: K_READ, B_WRITE: K_WRITE, B_INV: K_INV, B_ACK: K_ACK, B_VAL: K_VAL}
 
     def group(self):
-        return [r for r in self.run.replicas[:self.run.n_replicas] if r.alive]
+        return self.run.member_replicas()
+
+    def reconfigure(self, dead):
+        """The membership service removed ``dead`` (already out of the membership view)."""
+        committed = replayed = 0
+        for rep in self.group():
+            for kt, st in list(rep.acks.items()):
+                st[0].discard(dead.rid)
+                if not st[0] and kt in rep.acks:
+                    self._commit(rep, *kt)
+                    committed += 1
+            for key, valid in sorted(rep.valid.items()):
+                ts = rep.store.get(key, (0, 0))[0]
+                if valid or ts & 7 != dead.index or (key, ts) in rep.acks:
+                    continue
+                cidx, req = rep.inv_from.get((key, ts), (None, None))
+                others = [r for r in self.group() if r is not rep]
+                rep.acks[(key, ts)] = [{r.rid for r in others}, cidx, req]
+                val = rep.store[key][1]
+                for r in others:
+                    rep.send(r.host.ip, HERMES_PORT, HERMES_PORT,
+                             self.msg(B_INV, cidx or 0, ts, rep.rid, req or 0, key, val, 0))
+                replayed += 1
+                if not others:
+                    self._commit(rep, key, ts)
+        return {"committed": committed, "replayed": replayed}
 
     def send(self, client, i, attempt):
         g = self.group()
@@ -684,7 +766,7 @@ class _Hermes(_Baseline):
             if rep.apply(key, ts, val, req):
                 rep.valid[key] = False
             others = [r for r in self.group() if r is not rep]
-            rep.acks[(key, ts)] = [len(others), cidx, req]
+            rep.acks[(key, ts)] = [{r.rid for r in others}, cidx, req]
             for r in others:
                 rep.send(r.host.ip, HERMES_PORT, HERMES_PORT,
                          self.msg(B_INV, cidx, ts, rep.rid, req, key, val, flags))
@@ -693,6 +775,7 @@ class _Hermes(_Baseline):
         elif op == B_INV:
             if rep.apply(key, ts, val, req):
                 rep.valid[key] = False
+                rep.inv_from[(key, ts)] = (cidx, req)
             coord = self.run.rid_replica[sender]
             rep.send(coord.host.ip, HERMES_PORT, HERMES_PORT,
                      self.msg(B_ACK, cidx, ts, rep.rid, req, key, flags=flags))
@@ -700,8 +783,8 @@ class _Hermes(_Baseline):
             st = rep.acks.get((key, ts))
             if st is None:
                 return
-            st[0] -= 1
-            if st[0] == 0:
+            st[0].discard(sender)
+            if not st[0]:
                 self._commit(rep, key, ts)
         elif op == B_VAL:
             if rep.store.get(key, (0, 0))[0] == ts:
@@ -709,9 +792,11 @@ class _Hermes(_Baseline):
 
     def _commit(self, rep, key, ts):
         _n, cidx, req = rep.acks.pop((key, ts))
+        rep.inv_from.pop((key, ts), None)
         if rep.store.get(key, (0, 0))[0] == ts:
             self._validate(rep, key)
-        self.to_client(rep, B_WRITE_REPLY, cidx, ts, req, key)
+        if cidx is not None:                      # a replayed write's client may be unknown
+            self.to_client(rep, B_WRITE_REPLY, cidx, ts, req, key)
         for r in self.group():
             if r is not rep:
                 rep.send(r.host.ip, HERMES_PORT, HERMES_PORT,
@@ -719,6 +804,8 @@ class _Hermes(_Baseline):
 
     def _validate(self, rep, key):
         rep.valid[key] = True
+        for k in [k for k in rep.inv_from if k[0] == key]:
+            del rep.inv_from[k]
         for cidx, req in rep.parked.pop(key, ()):
             v, x = rep.store.get(key, (0, 0))
             self.to_client(rep, B_READ_REPLY, cidx, v, req, key, x)
@@ -855,6 +942,10 @@ class LrRun:
             self.clients.append(LrClient(self, hosts[h.name], c, arr, writes, keys, picks))
         self.vip = self.replicas[0].host.ip
         self.controller_log = []
+        #: the membership view (replica indices of the group): what the clients, the chain
+        #: and Hermes' coordinators use; changed only by the controller (``detect_us`` after
+        #: a failure), never by the failure itself
+        self.members = list(range(replicas))
         self.window_end = 1 << 62
         if self.switch_kind == "model":
             self._configure_model()
@@ -895,7 +986,12 @@ class LrRun:
         applied again (table and copy-list writes only)."""
         rep = self.replicas[index]
         self._removed = tuple(self._removed) + (rep.rid,)
-        self.controller_log.append({"t_us": self.sim.now / 1e3, "removed_rid": rep.rid})
+        entry = {"t_us": self.sim.now / 1e3, "removed_rid": rep.rid}
+        self.controller_log.append(entry)
+        if index in self.members:
+            self.members.remove(index)
+        if hasattr(self.scheme, "reconfigure"):     # CR's chain, Hermes' membership
+            entry.update(self.scheme.reconfigure(rep))
         if self.switch_kind == "ref":
             self.switch.model.set_live(rep.rid, False)
         elif self.switch_kind == "model":
@@ -903,11 +999,13 @@ class LrRun:
             _, lr = lrconfig.model_writes(self.switch.pipeline, self.netlr_section(),
                                           writer=self._writer)
             self.switch.apply_ops(list(lr))
-        # CR and Hermes read membership from the replicas' liveness (their own
-        # reconfiguration is out of scope: the failure experiment runs NetLR)
 
     def kill(self, index):
         self.replicas[index].kill()
+
+    def member_replicas(self):
+        """The group as the membership view has it (a dead replica stays until removed)."""
+        return [self.replicas[i] for i in self.members]
 
     def draw_index(self, req, attempt, kind):
         return (req * 4 + min(attempt, 3)) * 8 + kind

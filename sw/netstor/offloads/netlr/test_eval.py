@@ -78,11 +78,58 @@ def test_a_failed_replica_blocks_commits_until_the_controller_removes_it():
     assert res["acked_writes_lost"] == 0
 
 
+@pytest.mark.parametrize("scheme", ["cr", "hermes"])
+def test_baselines_stop_committing_until_the_failed_replica_is_removed(scheme):
+    """CR (the chain's second server dies: no write reaches the tail) and Hermes-like (no
+    coordinator gets the dead replica's ACK) commit no write between the failure and the
+    removal; at the removal CR's predecessor re-sends what its new successor lacks and
+    Hermes' coordinators commit the writes that waited only for the dead member; afterwards
+    writes commit on 3 replicas, nothing acknowledged is lost and the live stores agree."""
+    fail_us, detect_us = 10_000.0, 8_000.0
+    run = LrRun(scheme, rate_rps=100_000, requests=4_000, seed=2, write_ratio=0.2,
+                retry_us=1_000.0, timeout_us=30_000.0, fail=(1, fail_us), detect_us=detect_us)
+    res = run.run()
+    run.quiesce()
+    t_fail, t_rm = fail_us * 1e3, (fail_us + detect_us) * 1e3
+    (ctl,) = res["controller"]
+    assert ctl["t_us"] == fail_us + detect_us and ctl["removed_rid"] == 2
+    if scheme == "cr":
+        assert ctl["from_rid"] == 1 and ctl["to_rid"] == 3 and ctl["resent"] > 0
+    else:
+        assert ctl["committed"] > 0
+    assert run.members == [0, 2, 3]
+    done_w = np.concatenate([c.done_at[np.asarray(c.is_write, bool) & (c.done_at >= 0)]
+                             for c in run.clients])
+    assert not ((done_w > t_fail + 500_000) & (done_w < t_rm)).any()
+    assert ((done_w >= t_rm) & (done_w < t_rm + 2_000_000)).sum() > 20
+    assert res["timeouts"] == 0 and res["retries"] > 0 and res["acked_writes_lost"] == 0
+    live = [r for r in run.replicas[:4] if r.alive]
+    assert len(live) == 3 and all(r.store == live[0].store for r in live)
+
+
+def test_hermes_replays_the_writes_a_removed_coordinator_left_invalid():
+    """No client retries: a write whose coordinator died after its INVs went out is finished
+    by a surviving replica (same timestamp) at the membership change; no key stays Invalid."""
+    replayed = 0
+    for seed in (1, 2, 3):
+        run = LrRun("hermes", rate_rps=100_000, requests=3_000, seed=seed, n_keys=2_000,
+                    write_ratio=0.3, retry_us=50_000.0, timeout_us=50_000.0,
+                    fail=(0, 8_000.0), detect_us=3_000.0)
+        res = run.run()
+        run.quiesce()
+        replayed += res["controller"][0]["replayed"]
+        live = [r for r in run.replicas[:4] if r.alive]
+        assert not any(v is False for r in live for v in r.valid.values())
+        assert all(r.store == live[0].store for r in live)
+    assert replayed > 0
+
+
 def test_histories_with_a_failure_are_linearizable():
     lc = _checker()
     for scheme, kw in (("netlr", {"dedup": True, "fail": (1, 8_000.0), "detect_us": 2_000.0,
                                   "switch": "model"}),
-                       ("cr", {}), ("hermes", {})):
+                       ("cr", {"fail": (1, 8_000.0), "detect_us": 2_000.0}),
+                       ("hermes", {"fail": (0, 8_000.0), "detect_us": 2_000.0})):
         run = LrRun(scheme, rate_rps=100_000, requests=2_000, seed=4, n_keys=32,
                     write_ratio=0.3, retry_us=1_000.0, **kw)
         run.run()
@@ -144,9 +191,15 @@ def test_evaluation_hook_writes_the_issue_keys(tmp_path):
     assert s["histories_checked"] == 1 and s["linearizability_violations_plain_retry"] > 0
     res = json.loads((tmp_path / "netlr.json").read_text())
     assert res["model_check"][0]["mismatches"] == 0
-    f = res["fail"][0]
-    assert f["removed_us"] == pytest.approx(f["fail_us"] + f["detect_us"])
-    # no write commits while the dead replica is in the group; they do after its removal
-    assert f["during_writes_rps"] == 0 and f["after_writes_rps"] > 0
+    assert [f["scheme"] for f in res["fail"]] == ["netlr", "cr", "hermes"]
+    for f in res["fail"]:
+        assert f["removed_us"] == pytest.approx(f["fail_us"] + f["detect_us"])
+        # no write commits while the dead replica is in the group; they do after its removal
+        assert f["during_writes_rps"] == 0 and f["after_writes_rps"] > 0, f["scheme"]
+    # dataset size: 100 objects and the 10^6 of the scalability runs, every scheme
+    assert res["size"]["n_keys"] == [100, 1_000_000]
+    for s, e in res["size"]["schemes"].items():
+        assert e["vs_1m_objects"][1]["mean"] == 1.0 and e["throughput_rps"][0]["mean"] > 0
+    assert "| objects |" in sec.markdown
     assert (tmp_path / "netlr.png").stat().st_size > 10_000
     assert "| NetLR / CR saturation throughput |" in sec.markdown
