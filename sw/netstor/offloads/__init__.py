@@ -22,6 +22,7 @@ BUILTIN = [
     "netstor.offloads.netrs",
     "netstor.offloads.xorinc",          # bitstream=False: model, test bed, simulator only
     "netstor.offloads.netlr",           # bitstream=False: model, test bed, simulator only
+    "netstor.offloads.nice",            # bitstream=False: vrings, divisions, copy lists; no banks
 ]
 
 

@@ -486,3 +486,72 @@ do
   end
   DissectorTable.get("udp.port"):add(7460, proto)
 end
+
+-- NICE (network-integrated key-value storage): UDP port 7470, 26-byte header
+do
+  local proto = Proto("netstor_nice", "NICE (network-integrated key-value storage)")
+  local vs = {}
+  vs.op = { [0] = "GET", [1] = "GET_REPLY", [2] = "PUT", [3] = "PUT_ACK", [4] = "TS", [5] = "TS_ACK", [6] = "PUT_REPLY", [7] = "NACK", [8] = "ABORT", [9] = "FWD_GET", [10] = "ERROR" }
+  local f = {}
+  f.op = ProtoField.uint8("netstor_nice.op", "op", base.DEC, vs.op)
+  f.flags = ProtoField.uint8("netstor_nice.flags", "flags", base.HEX, nil)
+  f.frag = ProtoField.uint16("netstor_nice.frag", "frag", base.DEC, nil)
+  f.nfrag = ProtoField.uint16("netstor_nice.nfrag", "nfrag", base.DEC, nil)
+  f.client = ProtoField.uint32("netstor_nice.client", "client", base.DEC, nil)
+  f.req = ProtoField.uint32("netstor_nice.req", "req", base.DEC, nil)
+  f.ts = ProtoField.uint32("netstor_nice.ts", "ts", base.DEC, nil)
+  f.size = ProtoField.uint32("netstor_nice.size", "size", base.DEC, nil)
+  f.part = ProtoField.uint16("netstor_nice.part", "part", base.DEC, nil)
+  f.rsv = ProtoField.uint16("netstor_nice.rsv", "rsv", base.DEC, nil)
+  f.data = ProtoField.bytes("netstor_nice.data", "data")
+  proto.fields = { f.op, f.flags, f.frag, f.nfrag, f.client, f.req, f.ts, f.size, f.part, f.rsv, f.data }
+  local e_short = ProtoExpert.new("netstor_nice.malformed.short", "truncated netstor_nice header", expert.group.MALFORMED, expert.severity.ERROR)
+  proto.experts = { e_short }
+  local HDR = 26
+  -- field, byte offset, byte count, bit offset in those bytes (or false), width, name
+  local layout = {
+    { f.op, 0, 1, false, 8, "op" },
+    { f.flags, 1, 1, false, 8, "flags" },
+    { f.frag, 2, 2, false, 16, "frag" },
+    { f.nfrag, 4, 2, false, 16, "nfrag" },
+    { f.client, 6, 4, false, 32, "client" },
+    { f.req, 10, 4, false, 32, "req" },
+    { f.ts, 14, 4, false, 32, "ts" },
+    { f.size, 18, 4, false, 32, "size" },
+    { f.part, 22, 2, false, 16, "part" },
+    { f.rsv, 24, 2, false, 16, "rsv" },
+  }
+  function proto.dissector(tvb, pinfo, tree)
+    local n = tvb:len()
+    pinfo.cols.protocol = "NETSTOR_NICE"
+    local t = tree:add(proto, tvb(0, math.min(n, HDR)))
+    local v = {}
+    for _, e in ipairs(layout) do
+      local fld, off, nb, bo, w, name = e[1], e[2], e[3], e[4], e[5], e[6]
+      if off + nb > n then
+        t:add_proto_expert_info(e_short, string.format("truncated netstor_nice header: %d of %d bytes", n, HDR))
+        pinfo.cols.info:set(string.format("netstor_nice [truncated: %d of %d bytes]", n, HDR))
+        return n
+      end
+      local r = tvb(off, nb)
+      t:add(fld, r)
+      if bo then v[name] = r:bitfield(bo, w)
+      elseif nb > 4 then v[name] = r:uint64()
+      else v[name] = r:uint() end
+    end
+    local rest = n - HDR
+    local take = rest
+    if take > 0 then t:add(f.data, tvb(HDR, take)) end
+    local info = {}
+    info[#info + 1] = (vs.op[v.op] or tostring(v.op))
+    info[#info + 1] = "frag=" .. tostring(v.frag)
+    info[#info + 1] = "nfrag=" .. tostring(v.nfrag)
+    info[#info + 1] = "req=" .. tostring(v.req)
+    info[#info + 1] = "ts=" .. tostring(v.ts)
+    info[#info + 1] = "part=" .. tostring(v.part)
+    pinfo.cols.info:set(table.concat(info, " "))
+    t:append_text(" " .. table.concat(info, " "))
+    return n
+  end
+  DissectorTable.get("udp.port"):add(7470, proto)
+end

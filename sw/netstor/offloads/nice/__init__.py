@@ -3,4 +3,26 @@ Protocol: ``docs/nice.md``.
 
 * :mod:`.header` -- the 26-byte header, declared once, and the key -> vnode -> subgroup ->
   partition rules.
+* :mod:`.program` -- the data-plane program: two vrings (unicast: gets to the division's
+  replica or the primary; multicast: puts and timestamps through the partition's copy list,
+  each copy rewritten from its rid); no register banks, no per-object state.
+* :mod:`.config` -- the ``nice:`` configuration section (nodes, partitions, subgroups,
+  divisions, failed / handoff / rejoining members) -> table entries and copy lists, a pure
+  function the metadata service reuses.
+* :mod:`.metadata` -- the metadata service's membership logic (heartbeats, failure
+  detection, handoff, two-phase rejoin, primary promotion), written as diffed table writes.
+
+Not in the default bitstream (``bitstream=False``): NICE runs in the golden model, the test
+bed and the simulator: ``netstor.programs.default_pipeline(extra=("nice",))``.
 """
+from netstor.offload import Offload
+
+OFFLOAD = Offload(
+    name="nice",
+    title="NICE (network-integrated key-value storage)",
+    udp_port=7470,
+    program=f"{__name__}.program:make_nice",
+    header=f"{__name__}.header:HEADER",
+    wire=f"{__name__}.header:wire",
+    bitstream=False,
+)

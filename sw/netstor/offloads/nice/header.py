@@ -51,7 +51,8 @@ from netstor.wire.header import Header
 __all__ = ["NICE_UDP_PORT", "HEADER", "NICE_LEN", "KEY_LEN", "FRAG_DATA", "MAX_OBJECT",
            "NiceHeader", "OP_GET", "OP_GET_REPLY", "OP_PUT", "OP_PUT_ACK", "OP_TS", "OP_TS_ACK",
            "OP_PUT_REPLY", "OP_NACK", "OP_ABORT", "OP_FWD_GET", "OP_ERROR", "OPS", "F_RETRY",
-           "F_FWD", "F_RESEND", "MAX_NODES", "MAX_REPLICAS", "Ring", "UNICAST", "MULTICAST",
+           "F_FWD", "F_RESEND", "MAX_NODES", "MAX_REPLICAS", "RING_UNICAST", "RING_MULTICAST",
+           "Ring", "UNICAST", "MULTICAST",
            "key_bytes", "vnode_index", "vnode_addr", "vnode", "subgroup", "subgroup_of_addr",
            "default_partition", "partition_of", "n_frags", "split", "wire"]
 
@@ -80,6 +81,7 @@ F_RESEND = 0x04     # a fragment re-sent unicast after a NACK
 MAX_NODES = 4096    # storage node ids 0..4095 (the switch's rid is 16 bits; tables sized
                     # for >= 1,024 nodes)
 MAX_REPLICAS = 8    # members of one put set (replicas + handoff + rejoining node)
+RING_UNICAST, RING_MULTICAST = 1, 2     # nice.rings' kinds (the switch's ring table)
 
 HEADER = Header("nice", [
     ("op", 8), ("flags", 8), ("frag", 16), ("nfrag", 16),
