@@ -24,5 +24,6 @@ OFFLOAD = Offload(
     program=f"{__name__}.program:make_nice",
     header=f"{__name__}.header:HEADER",
     wire=f"{__name__}.header:wire",
+    config_section=f"{__name__}.config:apply_section",
     bitstream=False,
 )

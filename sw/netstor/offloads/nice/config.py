@@ -24,10 +24,13 @@ service (:mod:`.metadata`), the test bed and the simulator reuse.
       down: [2]                        # failed nodes: in no mapping at all
       joining: [3]                     # rejoin phase 1: in the put sets, not in the get ring
       handoff: {0: {2: 5}}             # partition -> {failed or rejoining member: handoff}
+      pending: {0: [6]}                # partition -> members being added (ring
+                                       # reconfiguration): put set only until caught up
 
 Membership rules (per partition ``p``, members in order, primary first):
 
-* a node is **live** when it is neither ``down`` nor ``joining``;
+* a node is **live** when it is neither ``down`` nor ``joining``; a ``pending`` member of
+  ``p`` (being added to its replica set) counts for ``p`` as a joining one;
 * the **primary** is the first live member (the metadata service promotes a secondary by
   reordering the members); a partition without a live member is unavailable: none of its
   subgroups is mapped (its packets are dropped and counted);
@@ -82,7 +85,7 @@ __all__ = ["RingState", "Plan", "parse", "entries", "plan", "diff", "apply_plan"
 DEFAULT_MCAST_BASE = 1024
 MAX_COPIES = 16                     # copies of one copy list (the replication engine's)
 _KEYS = {"smac", "mcast_base", "unicast", "multicast", "subgroup", "nodes", "partitions",
-         "subgroups", "clients", "divisions", "down", "joining", "handoff"}
+         "subgroups", "clients", "divisions", "down", "joining", "handoff", "pending"}
 _NODE_KEYS = {"ip", "mac", "port", "udp"}
 
 
@@ -150,16 +153,19 @@ class RingState:
     down: set = field(default_factory=set)
     joining: set = field(default_factory=set)
     handoff: dict = field(default_factory=dict)     # p -> {member: handoff node}
+    pending: dict = field(default_factory=dict)     # p -> {node, ...} being added to p
 
     def copy(self):
         return _copy.deepcopy(self)
 
-    def live(self, n):
-        return n in self.nodes and n not in self.down and n not in self.joining
+    def live(self, n, p=None):
+        """``n`` serves gets (of partition ``p``: not pending there)."""
+        return (n in self.nodes and n not in self.down and n not in self.joining
+                and (p is None or n not in self.pending.get(p, ())))
 
     def primary(self, p):
         """The partition's primary (first live member) or None (unavailable)."""
-        return next((m for m in self.partitions[p] if self.live(m)), None)
+        return next((m for m in self.partitions[p] if self.live(m, p)), None)
 
     def _handoff(self, p, m):
         h = self.handoff.get(p, {}).get(m)
@@ -169,7 +175,7 @@ class RingState:
         """Nodes that serve gets of ``p``, in member order (handoffs in their member's place)."""
         out = []
         for m in self.partitions[p]:
-            n = m if self.live(m) else self._handoff(p, m)
+            n = m if self.live(m, p) else self._handoff(p, m)
             if n is not None and n not in out:
                 out.append(n)
         return out
@@ -180,7 +186,7 @@ class RingState:
         for m in self.partitions[p]:
             if m not in self.down and m not in out:
                 out.append(m)
-            h = self._handoff(p, m) if not self.live(m) else None
+            h = self._handoff(p, m) if not self.live(m, p) else None
             if h is not None and h not in out:
                 out.append(h)
         return out
@@ -190,7 +196,7 @@ class RingState:
         if p in self.divisions:
             out = []
             for a, n, node in self.divisions[p]:
-                if not self.live(node):
+                if not self.live(node, p):
                     node = self._handoff(p, node)
                 if node is not None:
                     out.append((a, n, node))
@@ -366,8 +372,15 @@ def parse(value, *, nodes_max=MAX_NODES, mcast_groups=4096, n_ports=2,
             handoff[p][m] = h
         if len(set(handoff[p].values())) != len(handoff[p]):
             raise _err(f"handoff of partition {p}: one node hands off for two members")
+    pending = {}
+    for k, ns in (value.get("pending") or {}).items():
+        p = _int(k, "pending", 0, len(parts) - 1)
+        pending[p] = {node_id(x, f"pending of partition {p}") for x in ns or []}
+        if pending[p] - set(parts[p]):
+            raise _err(f"pending of partition {p}: {sorted(pending[p] - set(parts[p]))} not "
+                       "members")
     state = RingState(nodes, parts, sgs, u, mr, smac, base, clients, divisions,
-                      st["down"], st["joining"], handoff)
+                      st["down"], st["joining"], handoff, pending)
     for p in parts:
         if len(state.put_set(p)) > MAX_COPIES:
             raise _err(f"partition {p}: put set of {len(state.put_set(p))} nodes, a copy list "
@@ -539,4 +552,5 @@ def section_of(state: RingState) -> dict:
                       for p, ds in sorted(state.divisions.items())},
         "down": sorted(state.down), "joining": sorted(state.joining),
         "handoff": {p: dict(hm) for p, hm in sorted(state.handoff.items()) if hm},
+        "pending": {p: sorted(ns) for p, ns in sorted(state.pending.items()) if ns},
     }

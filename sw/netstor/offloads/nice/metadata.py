@@ -1,0 +1,374 @@
+"""NICE's metadata service: the membership logic (paper section 4.1, 4.4, 4.5) and its
+output, table writes (``docs/nice.md``, "Metadata service").
+
+:class:`Metadata` keeps a :class:`~.config.RingState` and, after every change, computes the
+switch's entries with :func:`.config.entries` (the same pure function ``netstor apply`` uses),
+diffs them against what it wrote last (:func:`.config.diff`) and hands only the changed
+entries and copy lists to a sink: :class:`DeviceSink` (the host API,
+:class:`netstor.api.Device`, one batch per change) or :class:`ModelSink` (a golden model and
+its :class:`~netstor.driver.tables.TableWriter`). Time is the caller's: ``clock`` is a
+function returning seconds (tests pass a fake one; nothing here sleeps).
+
+* **Heartbeats**: :meth:`Metadata.heartbeat` records a beat (and optional load statistics:
+  the client addresses a node saw). :meth:`Metadata.tick` declares a live or joining node
+  failed when more than ``missed`` (3) beat intervals passed since its last beat.
+* **Reported time-outs**: :meth:`Metadata.report_timeout` (a node timed out waiting for
+  another, e.g. a PUT_ACK): ``timeouts`` (2) reports about one node within ``report_window``
+  seconds declare it failed.
+* **Failure** (:meth:`Metadata.fail`): the node goes ``down`` (in no mapping); in every
+  partition where it was the primary, the first live secondary is promoted (moved to the
+  front; event ``promote``: the new primary resolves the locked objects); every partition it
+  belonged to gets a handoff node (:meth:`Metadata.choose_handoff`: a live node outside the
+  partition, fewest handoff duties first, then ring distance); partitions where it was the
+  handoff get another one.
+* **Two-phase rejoin**: :meth:`Metadata.rejoin` (phase 1: the node is ``joining``: in the
+  put sets, not in the get ring; returns the handoffs to fetch from), then
+  :meth:`Metadata.caught_up` (phase 2: the node is live, in the get ring, and its handoffs
+  leave every mapping).
+* **Ring reconfiguration**: :meth:`Metadata.add_node`, :meth:`Metadata.add_member` (put set
+  first, get ring after :meth:`Metadata.caught_up` with ``partition=``),
+  :meth:`Metadata.remove_node` (permanent; its handoff, or a chosen node, becomes a pending
+  member), :meth:`Metadata.set_clients` / :meth:`Metadata.rebalance` (divisions from the
+  client addresses the nodes reported).
+
+Every change appends to :attr:`Metadata.events` (what the affected replicas must be told:
+``("failed", node, reason)``, ``("promote", p, new, old)``, ``("handoff", p, member,
+handoff)``, ``("rejoin", node, {p: handoff})``, ``("rejoined", node)``, ...) and returns the
+ops it wrote. :meth:`Metadata.describe` is the text view (``python -m
+netstor.offloads.nice.metadata CONFIG.yaml`` prints it for a ``nice:`` section).
+"""
+from __future__ import annotations
+
+import ipaddress
+
+from .config import RingState, diff, entries, model_apply, parse, section_of
+
+__all__ = ["Metadata", "DeviceSink", "ModelSink", "BEAT", "MISSED", "TIMEOUTS"]
+
+BEAT = 1.0          #: heartbeat interval (s) the nodes use
+MISSED = 3          #: missed beats that declare a node failed
+TIMEOUTS = 2        #: reported time-outs that declare a node failed
+
+
+class DeviceSink:
+    """Writes ops through the host API (a :class:`netstor.api.Device`), one batch each."""
+
+    def __init__(self, dev):
+        self.dev = dev
+
+    def __call__(self, ops):
+        from .config import apply_plan
+        apply_plan(self.dev, ops)
+
+
+class ModelSink:
+    """Writes ops into a golden model through a TableWriter (its shadow follows)."""
+
+    def __init__(self, model, writer):
+        self.model, self.writer = model, writer
+
+    def __call__(self, ops):
+        for mem, addr, word in model_apply(self.writer, ops):
+            self.model.mem_write(mem, addr, word)
+
+
+class Metadata:
+    """The membership module and the switch's controller of one NICE deployment.
+
+    ``state``: a :class:`RingState` or a ``nice:`` section; ``sink``: where table writes go
+    (None: only recorded); ``clock``: a function giving the time in seconds."""
+
+    def __init__(self, state, *, clock, sink=None, beat=BEAT, missed=MISSED,
+                 timeouts=TIMEOUTS, report_window=None, **limits):
+        self.state = state if isinstance(state, RingState) else parse(state, **limits)
+        self.clock, self.sink = clock, sink
+        self.beat, self.missed, self.timeouts = beat, missed, timeouts
+        self.report_window = missed * beat if report_window is None else report_window
+        now = clock()
+        self.last_beat = {n: now for n in self.state.nodes}   # a grace period from the start
+        self.reports = {}                                      # suspect -> [(time, reporter)]
+        self.clients_seen = {}                                 # node -> set of client ints
+        self.events = []
+        self.plan = None
+        self.writes = 0                                        # entries and groups written
+        self.apply()
+
+    # ---- output ----------------------------------------------------------------------------
+    def apply(self):
+        """Write what changed since the last plan; returns the ops."""
+        new = entries(self.state)
+        ops = diff(self.plan, new)
+        if ops and self.sink is not None:
+            self.sink(ops)
+        self.plan = new
+        self.writes += len(ops)
+        return ops
+
+    # ---- detection -------------------------------------------------------------------------
+    def heartbeat(self, node, *, clients=()):
+        """A beat from ``node`` (``clients``: client addresses it served since its last
+        beat, the load balancer's statistics). A ``down`` node's beat does not bring it back:
+        it must :meth:`rejoin`."""
+        if node not in self.state.nodes:
+            raise KeyError(f"nice: heartbeat from unknown node {node}")
+        self.last_beat[node] = self.clock()
+        if clients:
+            self.clients_seen.setdefault(node, set()).update(
+                int(ipaddress.IPv4Address(c)) if isinstance(c, str) else int(c)
+                for c in clients)
+
+    def tick(self):
+        """Declare failed every live or joining node whose last beat is more than ``missed``
+        intervals old; returns the ops written."""
+        now = self.clock()
+        late = [n for n in sorted(self.state.nodes) if n not in self.state.down
+                and now - self.last_beat.get(n, now) > self.missed * self.beat]
+        ops = []
+        for n in late:
+            ops += self.fail(n, "heartbeats")
+        return ops
+
+    def report_timeout(self, reporter, suspect):
+        """``reporter`` timed out waiting for ``suspect``; the ``timeouts``-th report within
+        ``report_window`` seconds declares it failed. Returns the ops written (or [])."""
+        if suspect not in self.state.nodes:
+            raise KeyError(f"nice: time-out reported for unknown node {suspect}")
+        if suspect in self.state.down:
+            return []
+        now = self.clock()
+        rs = [r for r in self.reports.get(suspect, []) if now - r[0] <= self.report_window]
+        rs.append((now, reporter))
+        self.reports[suspect] = rs
+        if len(rs) >= self.timeouts:
+            return self.fail(suspect, "timeouts")
+        return []
+
+    # ---- failure -----------------------------------------------------------------------------
+    def fail(self, node, reason="admin"):
+        """Hide ``node``: down, promotions, handoffs; returns the ops written."""
+        st = self.state
+        if node in st.down:
+            return []
+        was_primary = {p for p in st.partitions if st.primary(p) == node}
+        st.joining.discard(node)
+        st.down.add(node)
+        self.reports.pop(node, None)
+        self.events.append(("failed", node, reason))
+        for p in sorted(was_primary):
+            new = st.primary(p)
+            if new is not None:
+                ms = st.partitions[p]
+                ms.remove(new)
+                ms.insert(0, new)
+                self.events.append(("promote", p, new, node))
+            else:
+                self.events.append(("unavailable", p))
+        # partitions where the failed node was a handoff: that duty moves on
+        for p, hm in st.handoff.items():
+            for m, h in list(hm.items()):
+                if h == node:
+                    del hm[m]
+        for p in sorted(st.partitions):
+            for m in st.partitions[p]:
+                if not st.live(m) and st.handoff.get(p, {}).get(m) is None:
+                    self._assign_handoff(p, m)
+        return self.apply()
+
+    def _assign_handoff(self, p, member):
+        h = self.choose_handoff(p)
+        if h is None:
+            self.events.append(("no_handoff", p, member))
+            return
+        self.state.handoff.setdefault(p, {})[member] = h
+        self.events.append(("handoff", p, member, h))
+
+    def choose_handoff(self, p):
+        """A live node outside partition ``p`` and not already its handoff: fewest handoff
+        duties first, then the nearest after the partition's primary in node-id order (the
+        ring's next node). None if there is none."""
+        st = self.state
+        taken = set(st.partitions[p]) | set(st.handoff.get(p, {}).values())
+        cands = [n for n in st.nodes if st.live(n) and n not in taken]
+        if not cands:
+            return None
+        duties = {}
+        for hm in st.handoff.values():
+            for h in hm.values():
+                duties[h] = duties.get(h, 0) + 1
+        ids = sorted(st.nodes)
+        anchor = st.partitions[p][0]
+        pos = {n: i for i, n in enumerate(ids)}
+        return min(cands, key=lambda n: (duties.get(n, 0),
+                                         (pos[n] - pos[anchor]) % len(ids), n))
+
+    # ---- rejoin ------------------------------------------------------------------------------
+    def rejoin(self, node):
+        """Phase 1: a failed ``node`` is back: it joins the put sets (copy lists) only.
+        Returns ``{p: handoff}``: where it fetches the objects written while it was away."""
+        st = self.state
+        if node not in st.down:
+            raise ValueError(f"nice: node {node} is not down")
+        st.down.discard(node)
+        st.joining.add(node)
+        self.last_beat[node] = self.clock()
+        fetch = {p: hm[node] for p, hm in sorted(st.handoff.items()) if node in hm}
+        self.events.append(("rejoin", node, fetch))
+        self.apply()
+        return fetch
+
+    def caught_up(self, node, partition=None):
+        """Phase 2: ``node`` holds consistent data: it enters the get ring and its handoffs
+        leave every mapping. With ``partition``: a pending member of that partition
+        (:meth:`add_member`) becomes a full member. Returns the ops written."""
+        st = self.state
+        if partition is not None:
+            if node not in st.pending.get(partition, ()):
+                raise ValueError(f"nice: node {node} is not pending in partition {partition}")
+            st.pending[partition].discard(node)
+            self.events.append(("member", partition, node))
+            return self.apply()
+        if node not in st.joining:
+            raise ValueError(f"nice: node {node} is not joining")
+        st.joining.discard(node)
+        for hm in st.handoff.values():
+            hm.pop(node, None)
+        self.events.append(("rejoined", node))
+        return self.apply()
+
+    # ---- reconfiguration ---------------------------------------------------------------------
+    def add_node(self, node, *, ip, mac, port, udp=None):
+        """A new storage node (in no partition yet)."""
+        st = self.state
+        if node in st.nodes:
+            raise ValueError(f"nice: node {node} exists")
+        value = section_of(st)
+        value["nodes"][node] = {"ip": ip, "mac": mac, "port": port,
+                                **({"udp": udp} if udp is not None else {})}
+        st.nodes[node] = parse(value).nodes[node]          # validated as the section would be
+        self.last_beat[node] = self.clock()
+        self.events.append(("node", node))
+        return self.apply()
+
+    def add_member(self, p, node):
+        """``node`` joins partition ``p``'s replica set: put set now, get ring after
+        ``caught_up(node, partition=p)``."""
+        st = self.state
+        if node in st.partitions[p]:
+            raise ValueError(f"nice: node {node} is already in partition {p}")
+        if node not in st.nodes or node in st.down:
+            raise ValueError(f"nice: node {node} is unknown or down")
+        st.partitions[p].append(node)
+        st.pending.setdefault(p, set()).add(node)
+        hm = st.handoff.get(p, {})                          # a handoff of p becoming a member
+        for m, h in list(hm.items()):
+            if h == node:
+                del hm[m]
+                self._assign_handoff(p, m)
+        self.events.append(("add_member", p, node))
+        return self.apply()
+
+    def remove_node(self, node):
+        """Permanent removal: ``node`` leaves every partition; where it had a handoff, the
+        handoff (which holds the newer objects) becomes a pending member, elsewhere a chosen
+        node does. Returns the ops written."""
+        st = self.state
+        for p in sorted(st.partitions):
+            ms = st.partitions[p]
+            if node not in ms:
+                continue
+            repl = st.handoff.get(p, {}).pop(node, None)
+            was_primary = st.primary(p) == node
+            ms.remove(node)
+            st.pending.get(p, set()).discard(node)
+            if repl is None:
+                repl = self.choose_handoff(p)
+            if repl is not None:
+                ms.append(repl)
+                st.pending.setdefault(p, set()).add(repl)
+                self.events.append(("add_member", p, repl))
+            if was_primary and st.primary(p) is not None:
+                self.events.append(("promote", p, st.primary(p), node))
+        for hm in st.handoff.values():
+            for m, h in list(hm.items()):
+                if h == node:
+                    del hm[m]
+        del st.nodes[node]
+        st.down.discard(node)
+        st.joining.discard(node)
+        self.last_beat.pop(node, None)
+        for p in sorted(st.partitions):
+            for m in st.partitions[p]:
+                if not st.live(m) and m not in st.pending.get(p, ()) \
+                        and st.handoff.get(p, {}).get(m) is None:
+                    self._assign_handoff(p, m)
+        self.events.append(("removed", node))
+        return self.apply()
+
+    def set_clients(self, prefixes):
+        """The client space the divisions cut (``["10.0.0.0/24", ...]`` or ``(addr, len)``)."""
+        value = section_of(self.state)
+        value["clients"] = list(prefixes)
+        self.state.clients = parse(value).clients
+        return self.apply()
+
+    def rebalance(self):
+        """Divisions from the statistics: the smallest prefix covering every client address
+        the nodes reported (none reported: unchanged). Returns the ops written."""
+        seen = set().union(*self.clients_seen.values()) if self.clients_seen else set()
+        if not seen:
+            return []
+        lo, hi = min(seen), max(seen)
+        n = 32 - (lo ^ hi).bit_length()
+        self.clients_seen.clear()
+        return self.set_clients([(lo & ~((1 << (32 - n)) - 1) if n < 32 else lo, n)])
+
+    # ---- view --------------------------------------------------------------------------------
+    def describe(self):
+        """A text view of the state: per node its role, per partition primary, get set, put
+        set, handoffs, divisions; the entry counts."""
+        st = self.state
+        now = self.clock()
+        lines = [f"NICE metadata: {len(st.nodes)} nodes, {len(st.partitions)} partitions, "
+                 f"rings {st.unicast} / {st.multicast}"]
+        for n in sorted(st.nodes):
+            role = "down" if n in st.down else "joining" if n in st.joining else "live"
+            age = now - self.last_beat.get(n, now)
+            lines.append(f"  node {n:5d} {str(ipaddress.IPv4Address(st.nodes[n]['ip'])):15s} "
+                         f"{role:8s} last beat {age:.1f} s ago")
+        for p in sorted(st.partitions):
+            hm = st.handoff.get(p, {})
+            lines.append(f"  part {p:5d} primary {st.primary(p)} members {st.partitions[p]} "
+                         f"get {st.get_set(p)} put {st.put_set(p)}"
+                         + (f" handoff {dict(sorted(hm.items()))}" if hm else "")
+                         + (f" pending {sorted(st.pending[p])}" if st.pending.get(p) else "")
+                         + f" divisions {len(st.divisions_of(p))}")
+        counts = {}
+        for t, _ in self.plan.entries:
+            counts[t] = counts.get(t, 0) + 1
+        lines.append("  entries " + ", ".join(f"{t} {c}" for t, c in sorted(counts.items()))
+                     + f"; copy lists {sum(1 for c in self.plan.mcast.values() if c)}"
+                     + f"; writes so far {self.writes}")
+        return "\n".join(lines)
+
+
+def main(argv=None):
+    """``python -m netstor.offloads.nice.metadata CONFIG.yaml``: the metadata view of the
+    config's ``nice:`` section."""
+    import argparse
+    import time
+
+    import yaml
+    ap = argparse.ArgumentParser(prog="python -m netstor.offloads.nice.metadata",
+                                 description=main.__doc__)
+    ap.add_argument("config", help="a netstor configuration with a nice: section")
+    args = ap.parse_args(argv)
+    with open(args.config) as f:
+        cfg = yaml.safe_load(f) or {}
+    if "nice" not in cfg:
+        ap.error(f"{args.config} has no nice: section")
+    print(Metadata(cfg["nice"], clock=time.monotonic).describe())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
