@@ -67,7 +67,8 @@ def run_pipeline(out: Path, *, sizes, cases, budget_beats=1200, min_frames=8, ma
 #: under the module's last name. Absent modules are skipped (either folder may hold them).
 STANDALONE_BENCHES = ("netstor.bench.register_bank", "netstor.bench.tables",
                       "netstor.elements.register_bench", "netstor.elements.table_bench",
-                      "netstor.bench.gf_engine")
+                      "netstor.bench.gf_engine",
+                      "netstor.bench.offload_elements")     # bitstream=False offloads' elements
 
 
 def run_standalone(out: Path, modules=STANDALONE_BENCHES, log=print):
