@@ -25,5 +25,6 @@ OFFLOAD = Offload(
     header=f"{__name__}.header:HEADER",
     wire=f"{__name__}.header:wire",
     config_section=f"{__name__}.config:apply_section",
+    codec=f"{__name__}.codec:NiceCodec",
     bitstream=False,
 )
