@@ -211,16 +211,17 @@ class RingState:
 def divide(addr, plen, nodes, rotate=0):
     """Cut the client prefix ``addr/plen`` among ``nodes`` (list): ``[(addr, len, node)]``,
     one power-of-two-aligned prefix per node, covering ``addr/plen`` exactly (see the module
-    doc; ``rotate``: the first node to take a double share is ``nodes[rotate % k]``)."""
+    doc; ``rotate``: the first node to take a double share is ``nodes[rotate % k]``). A
+    prefix with fewer addresses than nodes gives one address to each of the first ones."""
     k = len(nodes)
     if k == 0:
         return []
-    m = (k - 1).bit_length()
-    if plen + m > 32:
-        raise _err(f"clients {ipaddress.IPv4Address(addr)}/{plen} is too small for {k} "
-                   f"divisions")
     r = rotate % k
     order = list(nodes[r:]) + list(nodes[:r])
+    if k > 1 << (32 - plen):               # a client space smaller than the get set: the
+        k = 1 << (32 - plen)               # first nodes of the rotation take one address each
+        order = order[:k]
+    m = (k - 1).bit_length()
     double = (1 << m) - k
     piece = 1 << (32 - plen - m)
     out, off = [], 0
@@ -484,13 +485,42 @@ def _device_limits(dev):
     return kw
 
 
+_TABLES = ("nice.rings", "nice.unicast", "nice.multicast", "nice.divisions", "nice.nodes",
+           "nice.copies")
+
+
+def _held(dev):
+    """``{(table, match)}`` of the entries the device holds in NICE's tables (from the host
+    API's shadow, synchronised from the device), or None for a device without one."""
+    w, sync = getattr(dev, "writer", None), getattr(dev, "_sync", None)
+    view = getattr(dev, "pipeline_view", None)
+    if w is None or sync is None or view is None:
+        return None
+    out = set()
+    for t in _TABLES:
+        if t not in view.tables_by_name:
+            continue
+        sync(t)
+        if t in ("nice.nodes", "nice.copies"):
+            out |= {(t, (k,)) for k in w._exact[t]}
+        else:
+            out |= {(t, tuple(r)) for r in w.lpm_routes(t)}
+    return out
+
+
 def apply_section(dev, value, dry_run=False):
-    """The ``nice:`` section handler (inside :func:`netstor.config.apply_config`'s batch)."""
+    """The ``nice:`` section handler (inside :func:`netstor.config.apply_config`'s batch):
+    the plan's entries and copy lists, and (on a device with a host shadow) the deletion of
+    NICE entries the plan no longer has -- a section applied again after a membership change
+    must not leave a division or a subgroup naming a hidden node."""
     p = plan(value, **_device_limits(dev))
     if dry_run:
         return
     write_plan(dev, "nice", [(t, _match_arg(m), a, params) for t, m, a, params in p.rows()],
-               [(g, c) for g, c in sorted(p.mcast.items()) if c], copies_are="put copies")
+               [(g, c) for g, c in sorted(p.mcast.items())], copies_are="put copies")
+    held = _held(dev)
+    for t, m in sorted(held - set(p.entries)) if held is not None else ():
+        dev.table(t).delete(_match_arg(m))
 
 
 def _pipeline_limits(pipeline):
