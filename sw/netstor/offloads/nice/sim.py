@@ -90,21 +90,24 @@ CONSISTENCY = ("pb", "2pc")
 _H = HEADER.struct
 APP = NICE_LEN + KEY_LEN                 # 42 bytes before a fragment's data
 # message kinds between nodes (in ``rsv``): what a NICE op means in the NOOB baselines
-ST_CLIENT, ST_RELAY, ST_REPL, ST_PREP, ST_CTRL, ST_HB, ST_SYNC = range(7)
+ST_CLIENT, ST_RELAY, ST_REPL, ST_PREP, ST_CTRL, ST_HB, ST_SYNC, ST_REPORT = range(8)
 HOST_PORT = NICE_UDP_PORT
 
 #: Per-message costs measured by :func:`measure_costs` on this machine (2-core VM, Python
 #: 3 + lmdb 0.9.36, 2026-11-25): medians in us; ``*_per_kib`` per KiB of data; ``ratio``: 20
 #: quantiles (5 % steps) of sample / median, for the datagram path and for LMDB.
 COSTS = {
-    "source": "measure_costs() on the 2-core evaluation VM, 2026-11-25",
-    "rx_frag_us": 4.18, "rx_ctrl_us": 3.6, "tx_frag_us": 4.2, "tx_ctrl_us": 3.61,
-    "store_us": 3.0, "store_per_kib_us": 0.313, "fsync_us": 6400.0,
-    "get_us": 1.1, "get_per_kib_us": 0.17,
-    "ratio": {"dgram": [0.85, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99, 1.0, 1.0, 1.01,
-                        1.02, 1.03, 1.05, 1.07, 1.1, 1.15, 1.25, 1.6],
-              "lmdb": [0.8, 0.85, 0.88, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 1.0, 1.0, 1.01, 1.03,
-                       1.05, 1.08, 1.1, 1.15, 1.2, 1.35, 1.8]},
+    "source": "measure_costs() on the 2-core evaluation VM (load average ~8: seven engineers), "
+              "2026-11-25 12:25 UTC",
+    "tx_frag_us": 3.575, "rx_frag_us": 3.539, "tx_ctrl_us": 3.689, "rx_ctrl_us": 3.656,
+    "store_us": 2.81, "store_per_kib_us": 0.3931,
+    "store_points_us": {"4": 2.81, "1024": 5.81, "16384": 10.42, "65536": 34.21,
+                        "262144": 110.34, "1048576": 407.45},
+    "get_us": 1.549, "get_per_kib_us": 0.0666, "fsync_us": 175.6,
+    "ratio": {"dgram": [0.586, 0.623, 0.644, 0.678, 0.882, 0.925, 0.95, 0.969, 0.983, 0.995,
+                        1.005, 1.014, 1.023, 1.033, 1.043, 1.058, 1.076, 1.103, 1.15, 1.497],
+              "lmdb": [0.764, 0.866, 0.899, 0.93, 0.955, 0.97, 0.979, 0.987, 0.992, 0.997,
+                       1.004, 1.014, 1.028, 1.049, 1.084, 1.194, 1.434, 1.582, 1.769, 2.464]},
 }
 
 
@@ -183,8 +186,9 @@ def measure_costs(rounds=20, sizes=(4, 1024, 16384, 65536, 262144, 1 << 20), syn
             lm += [x / statistics.median(ts) for x in ts]
         xs = np.array([p[0] for p in pts], float) / 1024
         ys = np.array([p[1] for p in pts], float)
-        slope, icpt = np.polyfit(xs, ys, 1)
-        out["store_us"], out["store_per_kib_us"] = round(max(icpt, ys[0]), 3), round(slope, 4)
+        slope, _ = np.polyfit(xs, ys, 1)
+        # the smallest object's time, and the slope over all sizes
+        out["store_us"], out["store_per_kib_us"] = round(ys[0], 3), round(slope, 4)
         out["store_points_us"] = {int(s): round(t, 2) for s, t in pts}
         gts = []
         for size in (sizes[0], sizes[-1]):
@@ -526,8 +530,7 @@ class Node(Agent):
         if not self._assemble(f, "nice"):
             return
         run = self.run
-        # lock, log, store pending
-        self.work(run.costs.store(64) + run.costs.store(size))
+        self.work(run.costs.store(size))    # lock + log + pending: one transaction
         self.pending[key] = (0, client, req, size)
         if run.is_primary(self, part):
             self._primary_got(part, client, req, key, size, self.nid)
@@ -593,7 +596,9 @@ class Node(Agent):
 
     def _commit(self, key, ts, part):
         rec = self.pending.pop(key, None)
-        self.work(self.run.costs.store(64))            # the commit record (log entry gone)
+        # as the agents (codec.py) commit: the log record deleted (one transaction), the
+        # object written to its store (another)
+        self.work(self.run.costs.store(64) + (self.run.costs.store(rec[3]) if rec else 0))
         if rec is None:
             return
         rec = (ts,) + rec[1:]
@@ -649,7 +654,7 @@ class Node(Agent):
                              (OP_PUT, 0, 0, 0, client, req, 0, size, part, ST_REPL, key), size)
             self._maybe_reply(client, req)
         else:
-            self.work(run.costs.store(64) + run.costs.store(size))
+            self.work(run.costs.store(size))    # lock + log + pending: one transaction
             self.pending[key] = (0, client, req, size)
             self.send_object([run.node_ip(m) for m in others],
                              (OP_PUT, 0, 0, 0, client, req, 0, size, part, ST_PREP, key), size)
@@ -665,7 +670,7 @@ class Node(Agent):
             self.work(run.costs.store(size))
             self._commit_direct(key, (1, client, req, size))
         else:
-            self.work(run.costs.store(64) + run.costs.store(size))
+            self.work(run.costs.store(size))    # lock + log + pending: one transaction
             self.pending[key] = (0, client, req, size)
         self.send(run.node_ip(run.primary_of(part)),
                   _H.pack(OP_PUT_ACK, 0, 0, 1, client, req, 0, size, part, ST_CTRL) + key)
@@ -800,46 +805,23 @@ class Client(Agent):
             self._retry(i)
 
 
-class Metadata(Agent):
-    """The metadata service's failure detector (section 4.4): heartbeats every
-    ``heartbeat_s`` from each node; a node is failed after 3 missed beats or 2 time-out
-    reports; then the run's :meth:`NiceRun.hide` writes the tables."""
-
-    def __init__(self, run, host, index):
-        super().__init__(run, host, index)
-        self.last_hb = {}
-        self.reports = {}
-        self.failed = set()
-        self.log = []
+class MetadataNode(Agent):
+    """The metadata node: heartbeats and time-out reports arrive as datagrams and go to the
+    membership logic (:class:`.metadata.Metadata`: 3 missed beats or 2 reported time-outs,
+    handoff choice, two-phase rejoin), whose table writes go to the switch at once."""
 
     def handle(self, v, f, key):
-        if f[9] == ST_HB:
-            self.last_hb[self.run.nid_of_ip(v.src_ip)] = self.sim.now
-
-    def check(self):
         run = self.run
-        now = self.sim.now
-        for n in run.nodes:
-            nid = n.nid
-            if nid in self.failed:
-                continue
-            last = self.last_hb.get(nid, 0)
-            if now - last > 3 * run.heartbeat_ns:
-                self._declare(nid, "3 missed heartbeats")
-        self.sim.at(now + run.heartbeat_ns, self.check)
+        src = run.nid_of_ip(v.src_ip)
+        if f[9] == ST_HB:
+            run.meta.heartbeat(src)
+        elif f[9] == ST_REPORT:
+            run.meta_call(run.meta.report_timeout, src, f[6])
 
-    def report(self, reporter, nid):
-        if nid in self.failed:
-            return
-        self.reports[nid] = self.reports.get(nid, 0) + 1
-        if self.reports[nid] >= 2:
-            self._declare(nid, "2 time-out reports")
-
-    def _declare(self, nid, why):
-        self.failed.add(nid)
-        self.reports.pop(nid, None)
-        self.log.append({"t_s": self.sim.now / 1e9, "event": "failed", "node": nid, "why": why})
-        self.run.hide(nid)
+    def tick(self):
+        run = self.run
+        run.meta_call(run.meta.tick)
+        self.sim.at(self.sim.now + run.heartbeat_ns, self.tick)
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -863,7 +845,7 @@ class NiceRun:
                  gbps=1.0, link_ns=500, costs=None, sync=False, cost_scale=1.0, seed=1,
                  switch="ref", divisions=False, fail=None, rejoin_s=None, heartbeat_s=1.0,
                  ack_timeout_s=0.5, timeout_s=2.0, retry_s=2.0, give_up_s=30.0,
-                 model_class=None):
+                 model_class=None, report_timeouts=True):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme {scheme!r}: one of {SCHEMES}")
         if consistency not in CONSISTENCY:
@@ -882,6 +864,7 @@ class NiceRun:
         self.give_up_ns = int(give_up_s * 1e9)
         self.heartbeat_ns = int(heartbeat_s * 1e9)
         self.fail, self.rejoin_s = fail, rejoin_s
+        self.report_timeouts = bool(report_timeouts)
         pc, ps, px = rack_plan(clients + 1, 0, ())
         _, ps, px = rack_plan(0, nodes, ("md",))
         self.plan = pc + ps + [px["md"]]
@@ -906,27 +889,31 @@ class NiceRun:
         self.gw_ip = self.gw.host.ip
         self._gw_asm = {}
         self.nodes = [Node(self, hosts[h.name], k, k + 1) for k, h in enumerate(ps)]
-        self.md = Metadata(self, hosts["md"], 0)
+        self.md = MetadataNode(self, hosts["md"], 0)
         self._ip_nid = {n.host.ip: n.nid for n in self.nodes}
         self._nid_ip = {n.nid: n.host.ip for n in self.nodes}
         self._client_ip = [c.host.ip for c in self.clients]
         # partitions: partition p = node p's arc; replicas p, p+1, .. (mod nodes)
-        self.parts = {p: [1 + (p + j) % nodes for j in range(replicas)] for p in range(nodes)}
-        self.put_sets = {p: list(r) for p, r in self.parts.items()}
-        self.get_div = {p: (list(r) if divisions else []) for p, r in self.parts.items()}
-        self.handoff_for = {}           # failed nid -> handoff nid
-        self.handoff_parts = {}         # handoff nid -> {partitions it stands in for}
-        self.replaced = {}              # failed nid -> [partitions it left]
-        self.rejoining = set()
-        self.events = []
+        self.members0 = {p: [1 + (p + j) % nodes for j in range(replicas)]
+                         for p in range(nodes)}
         self.divisions = bool(divisions)
+        self.events = []
         self.config = route_config(self.plan)
+        from .metadata import Metadata, ModelSink
         if self.switch_kind == "model":
-            self._configure_model()
+            from netstor.driver.tables import TableWriter
+            writes, regs = cached_config_ops(self.config)
+            self.switch.apply_ops(list(writes), regs)
+            sink = ModelSink(self.switch.model, TableWriter(self.switch.pipeline))
         else:
             self.switch.configure(self.config)
-            if self.switch_kind == "ref":
-                self._write_ref()
+            sink = self._ref_sink if self.switch_kind == "ref" else None
+        self.meta = Metadata(self.nice_section(), clock=lambda: self.sim.now / 1e9, sink=sink,
+                             beat=heartbeat_s, nodes_max=4096)
+        self.state = self.meta.state
+        self._ref_sink(())
+        self._meta_seen = 0
+        self._sync_wait = {}
         for c, lst in zip(self.clients, ops or [[] for _ in self.clients]):
             c.ops = [list(o) for o in lst]
             n = len(lst)
@@ -946,7 +933,7 @@ class NiceRun:
         """The operation is over (its last message answered): what its primary and its
         secondaries sent and received during it."""
         key, before = self._snap
-        r = self.parts[self.part_of(key)]
+        r = self.put_set(self.part_of(key))
         for j, m in enumerate(r):
             n = self.nodes[m - 1]
             role = 0 if j == 0 else 1
@@ -954,50 +941,58 @@ class NiceRun:
             self.role_n[role] += 1
 
     # ---- the switch's tables (the metadata service's writes) -------------------------------
-    def _subgroups(self, p):
-        n = UNICAST.n_subgroups
-        return [s for s in range(n) if default_partition(s, n, self.n_nodes) == p]
+    def nice_section(self):
+        """The ``nice:`` section of the deployment (:mod:`.config`): every storage node
+        (behind wire port 1), the partitions (node p's arc: p, p+1, .. mod N), and with
+        ``divisions`` client i's /32 given to the partition's member i."""
+        ps = self.plan[len(self.clients) + 1:]
+        sec = {"smac": ":".join(f"{b:02x}" for b in port_mac(1).to_bytes(6, "big")),
+               "nodes": {n.nid: {"ip": h.ip, "mac": ":".join(f"{b:02x}" for b in n.host.mac),
+                                 "port": h.segment}
+                         for n, h in zip(self.nodes, ps)},
+               "partitions": {p: list(r) for p, r in self.members0.items()}}
+        if self.divisions:
+            sec["divisions"] = {p: [[c.host.ip_str + "/32", r[i % len(r)]]
+                                    for i, c in enumerate(self.clients)]
+                                for p, r in self.members0.items()}
+        return sec
 
-    def _write_ref(self, parts=None):
-        m = self.switch.model
-        if parts is None:
+    def _ref_sink(self, ops):
+        """The reference switch follows the ring state (whatever the ops)."""
+        if self.switch_kind != "ref" or not hasattr(self, "meta"):
+            return
+        m, st = self.switch.model, self.meta.state
+        if not m.nodes:
             for n, h in zip(self.nodes, self.plan[len(self.clients) + 1:]):
                 m.set_node(n.nid, h.ip, n.host.mac, h.segment)
-        for p in (parts if parts is not None else self.parts):
-            m.set_partition(p, subgroups=self._subgroups(p) if parts is None else None,
-                            primary=self.primary_of(p), put_set=self.put_sets[p],
-                            divisions=[(c.host.ip, 32, r) for c, r in
-                                       zip(self.clients, self.get_div[p])])
+            for s_, p in st.subgroups.items():
+                m.sub2part[s_] = p
+        for nid in list(m.nodes):
+            if nid in st.down:
+                del m.nodes[nid]
+        for n, h in zip(self.nodes, self.plan[len(self.clients) + 1:]):
+            if n.nid not in st.down and n.nid not in m.nodes:
+                m.set_node(n.nid, h.ip, n.host.mac, h.segment)
+        for p in st.partitions:
+            prim = st.primary(p)
+            if prim is None:
+                m.primary.pop(p, None)
+                m.put_set.pop(p, None)
+                continue
+            m.set_partition(p, primary=prim, put_set=st.put_set(p),
+                            divisions=st.divisions_of(p))
 
-    def nice_section(self):
-        """The ``nice:`` section the metadata service applies (:mod:`.config`) for the
-        current membership."""
-        return {"nodes": {n.nid: {"ip": h.ip, "mac": h.mac, "port": h.segment}
-                          for n, h in zip(self.nodes, self.plan[len(self.clients) + 1:])},
-                "partitions": {p: {"replicas": list(self.parts[p]),
-                                   "put_set": list(self.put_sets[p]),
-                                   "divisions": [[c.host.ip_str + "/32", r] for c, r in
-                                                 zip(self.clients, self.get_div[p])]}
-                               for p in self.parts},
-                "n_partitions": self.n_nodes}
-
-    def _configure_model(self):
-        from netstor.driver.tables import TableWriter
-        from . import config as nconfig
-        writes, regs = cached_config_ops(self.config)
-        self._writer = TableWriter(self.switch.pipeline)
-        _, nw = nconfig.model_writes(self.switch.pipeline, self.nice_section(),
-                                     writer=self._writer)
-        self.switch.apply_ops(list(writes) + list(nw), regs)
-
-    def _rewrite(self, parts):
-        if self.switch_kind == "ref":
-            self._write_ref(parts)
-        elif self.switch_kind == "model":
-            from . import config as nconfig
-            _, nw = nconfig.model_writes(self.switch.pipeline, self.nice_section(),
-                                         writer=self._writer)
-            self.switch.apply_ops(list(nw))
+    def meta_call(self, fn, *args):
+        """Call the membership logic; its new events go into :attr:`events` (with the
+        virtual time)."""
+        out = fn(*args)
+        ev = self.meta.events
+        for e in ev[self._meta_seen:]:
+            self.events.append({"t_s": self.sim.now / 1e9, "event": e[0],
+                                "detail": [x if isinstance(x, (int, str)) else str(x)
+                                           for x in e[1:]]})
+        self._meta_seen = len(ev)
+        return out
 
     # ---- lookups the agents use ------------------------------------------------------------
     def keyinfo(self, key):
@@ -1019,16 +1014,22 @@ class NiceRun:
         return self.keyinfo(key)[2]
 
     def primary_of(self, part):
-        return self.parts[part][0]
+        return self.state.primary(part)
 
     def is_primary(self, node, part):
-        return self.parts[part][0] == node.nid
+        return self.state.primary(part) == node.nid
 
     def is_handoff(self, node, part):
-        return part in self.handoff_parts.get(node.nid, ())
+        return node.nid in self.state.handoff.get(part, {}).values() \
+            and node.nid not in self.state.partitions[part]
 
     def put_set(self, part):
-        return self.put_sets[part]
+        return self.state.put_set(part)
+
+    def replicas_of(self, part):
+        """The partition's members that serve gets (live), primary first."""
+        st = self.state
+        return [m for m in st.partitions[part] if st.live(m, part)]
 
     def node_ip(self, nid):
         return self._nid_ip[nid]
@@ -1045,7 +1046,10 @@ class NiceRun:
 
     # ---- failures ---------------------------------------------------------------------------
     def report_timeout(self, reporter, nid):
-        self.md.report(reporter, nid)
+        """``reporter`` timed out waiting for ``nid``: a report datagram to the metadata node."""
+        if self.report_timeouts:
+            reporter.send(self.md.host.ip, _H.pack(0, 0, 0, 1, 0, 0, nid, 0, 0, ST_REPORT)
+                          + bytes(KEY_LEN))
 
     def _heartbeats(self, node):
         if node.alive:
@@ -1058,50 +1062,22 @@ class NiceRun:
         n.asm.clear()
         n.puts.clear()
         n.pending.clear()
-        self.events.append({"t_s": self.sim.now / 1e9, "event": "killed", "node": n.nid})
-
-    def hide(self, nid):
-        """The metadata service hides failed node ``nid``: out of every unicast and multicast
-        mapping; a handoff (the next node in no affected replica set) in its place."""
-        touched = [p for p, r in self.parts.items() if nid in r]
-        used = {m for p in touched for m in self.parts[p]}
-        cand = [n.nid for n in self.nodes if n.nid not in used and n.alive
-                and n.nid not in self.md.failed]
-        hand = cand[0] if cand else None
-        self.handoff_for[nid] = hand
-        self.replaced[nid] = touched
-        self.handoff_parts.setdefault(hand, set()).update(touched)
-        for p in touched:
-            r = self.parts[p]
-            if r[0] == nid:             # a primary failed: the first secondary is promoted
-                r.remove(nid)
-                r.append(hand)
-            else:
-                r[r.index(nid)] = hand
-            self.put_sets[p] = [m for m in self.put_sets[p] if m != nid] + [hand]
-            self.get_div[p] = [hand if m == nid else m for m in self.get_div[p]]
-        self._rewrite(touched)
-        self.events.append({"t_s": self.sim.now / 1e9, "event": "hidden", "node": nid,
-                            "handoff": hand, "partitions": touched})
+        self.events.append({"t_s": self.sim.now / 1e9, "event": "killed", "detail": [n.nid]})
 
     def rejoin(self, index):
-        """Node ``index`` comes back (its store as it was): put ring first, catch-up from the
-        handoff, then the get ring."""
+        """Node ``index`` comes back (its store as it was): phase 1 (put sets), the objects of
+        each of its handoffs fetched, then phase 2 (get ring, handoffs out)."""
         n = self.nodes[index]
         n.alive = True
         n.busy = self.sim.now
-        nid = n.nid
-        hand = self.handoff_for.get(nid)
-        self.events.append({"t_s": self.sim.now / 1e9, "event": "rejoin", "node": nid})
-        if hand is None:
-            return
-        touched = self.replaced.get(nid, [])
-        for p in touched:
-            if nid not in self.put_sets[p]:
-                self.put_sets[p] = self.put_sets[p] + [nid]
-        self._rewrite(touched)
-        self.events.append({"t_s": self.sim.now / 1e9, "event": "put ring", "node": nid})
-        self._sync(index, hand, set())
+        self.events.append({"t_s": self.sim.now / 1e9, "event": "back", "detail": [n.nid]})
+        fetch = self.meta_call(self.meta.rejoin, n.nid)
+        hands = sorted(set(fetch.values()))
+        self._fetch_left = set(hands)
+        if not hands:
+            self.meta_call(self.meta.caught_up, n.nid)
+        for h in hands:
+            self._sync(index, h, set())
 
     def _sync(self, index, hand, sent):
         """The rejoining node fetches the handoff's objects (each its fragments over the
@@ -1109,9 +1085,12 @@ class NiceRun:
         n, h = self.nodes[index], self.nodes[hand - 1]
         todo = [(k, r) for k, r in h.handoff_store.items() if k not in sent]
         if not todo:
-            self._consistent(index, hand)
+            self._fetch_left.discard(hand)
+            if not self._fetch_left:
+                self.meta_call(self.meta.caught_up, n.nid)
+                self.events[-1]["objects_fetched"] = getattr(self, "synced", 0)
             return
-        self._sync_wait = (index, hand, sent, len(todo))
+        self._sync_wait[index] = (hand, sent, len(todo))
         for k, rec in todo:
             sent.add(k)
             h.work(self.costs.get(rec[3]))
@@ -1122,29 +1101,13 @@ class NiceRun:
     def synced_one(self, node):
         """The rejoining node stored one fetched object; after the round's last, the next
         round (what the handoff committed meanwhile)."""
-        index, hand, sent, left = self._sync_wait
-        if node.index != index:
+        w = self._sync_wait.get(node.index)
+        if w is None:
             return
-        self._sync_wait = (index, hand, sent, left - 1)
+        hand, sent, left = w
+        self._sync_wait[node.index] = (hand, sent, left - 1)
         if left == 1:
-            self.sim.at(max(self.sim.now, node.busy), self._sync, index, hand, sent)
-
-    def _consistent(self, index, hand):
-        nid = self.nodes[index].nid
-        touched = self.replaced.pop(nid, [])
-        self.handoff_parts[hand] -= set(touched)
-        for p in touched:
-            r = self.parts[p]
-            r[r.index(hand)] = nid
-            self.put_sets[p] = [m for m in self.put_sets[p] if m != hand]
-            self.get_div[p] = [nid if m == hand else m for m in self.get_div[p]]
-        del self.handoff_for[nid]
-        self.md.failed.discard(nid)
-        self.md.last_hb[nid] = self.sim.now
-        self._rewrite(touched)
-        self.events.append({"t_s": self.sim.now / 1e9, "event": "get ring", "node": nid,
-                            "handoff_removed": hand, "objects_fetched": getattr(self, "synced",
-                                                                                  0)})
+            self.sim.at(max(self.sim.now, node.busy), self._sync, node.index, hand, sent)
 
     # ---- running ------------------------------------------------------------------------------
     def run(self, until_s=None):
@@ -1161,7 +1124,7 @@ class NiceRun:
             idx, at_s = self.fail
             for n in self.nodes:
                 self.sim.at(int(n.index * self.heartbeat_ns / self.n_nodes), self._heartbeats, n)
-            self.sim.at(self.heartbeat_ns, self.md.check)
+            self.sim.at(self.heartbeat_ns, self.md.tick)
             self.sim.at(int(at_s * 1e9), self.kill, idx)
             if self.rejoin_s is not None:
                 self.sim.at(int(self.rejoin_s * 1e9), self.rejoin, idx)
@@ -1186,7 +1149,7 @@ class NiceRun:
                 acked += 1
                 p = self.part_of(key)
                 have = 0
-                for m in self.parts[p]:
+                for m in self.replicas_of(p):
                     n = self.nodes[m - 1]
                     rec = n.store.get(key) or n.handoff_store.get(key)
                     if rec is not None and rec[0] >= ts:
@@ -1247,7 +1210,7 @@ def latency_run(scheme, kind, size, *, n=50, replicas=3, consistency="pb", seed=
     run.track_roles = True
     if kind == "get":                   # the objects are there (every replica)
         for k in keys:
-            for m in run.parts[run.part_of(k)]:
+            for m in run.replicas_of(run.part_of(k)):
                 run.nodes[m - 1].store[k] = (1, 0, 0, size)
     run.run()
     t = [x for x in run.op_times() if x is not None]
@@ -1268,7 +1231,8 @@ def latency_run(scheme, kind, size, *, n=50, replicas=3, consistency="pb", seed=
 
 def failure_run(*, duration_s=120.0, fail_s=30.0, rejoin_s=90.0, rate=50.0, clients=3,
                 put_ratio=0.2, size=1024, heartbeat_s=1.0, ack_timeout_s=0.5, retry_s=2.0,
-                timeout_s=2.0, seed=1, switch="ref", bin_s=1.0, fail_index=None):
+                timeout_s=2.0, seed=1, switch="ref", bin_s=1.0, fail_index=None,
+                report_timeouts=True):
     """The paper's section 6.6: ``clients`` clients (open loop, Poisson ``rate`` ops/s each),
     ``put_ratio`` puts of new keys and gets of one of the client's last 100 acknowledged keys,
     ``size``-byte objects, all in partition 0 (R = 3, gets load-balanced: client i's get
@@ -1293,8 +1257,9 @@ def failure_run(*, duration_s=120.0, fail_s=30.0, rejoin_s=90.0, rate=50.0, clie
         ops.append(lst)
     run = NiceRun("nice", replicas=3, clients=clients, ops=ops, seed=seed, switch=switch,
                   divisions=True, heartbeat_s=heartbeat_s, ack_timeout_s=ack_timeout_s,
-                  retry_s=retry_s, timeout_s=timeout_s, give_up_s=duration_s)
-    p0 = run.parts[0]
+                  retry_s=retry_s, timeout_s=timeout_s, give_up_s=duration_s,
+                  report_timeouts=report_timeouts)
+    p0 = run.replicas_of(0)
     idx = (p0[2] - 1) if fail_index is None else fail_index
     run.fail, run.rejoin_s = (idx, fail_s), rejoin_s
     # gets pick one of the client's recently acked keys when they start
@@ -1334,11 +1299,12 @@ def failure_run(*, duration_s=120.0, fail_s=30.0, rejoin_s=90.0, rate=50.0, clie
     after = sorted(t for t in ok_attempts if t >= fail_s)
     back = after[0] if after else None
     acked, lost, under = run.acked_lost()
-    ev = run.events + run.md.log
-    ev.sort(key=lambda e: e["t_s"])
+    ev = run.events
     return {"bin_s": bin_s, "puts": puts.tolist(), "gets": gets.tolist(),
             "fail_s": fail_s, "rejoin_s": rejoin_s, "heartbeat_s": heartbeat_s,
             "ack_timeout_s": ack_timeout_s, "retry_s": retry_s,
+            "report_timeouts": report_timeouts, "rate_per_client": rate, "clients": clients,
+            "put_ratio": put_ratio, "size": size,
             "puts_available_again_s": back,
             "unavailable_s": None if back is None else round(back - fail_s, 4),
             "aborts": sum(c.aborts for c in run.clients),
