@@ -26,5 +26,6 @@ OFFLOAD = Offload(
     wire=f"{__name__}.header:wire",
     config_section=f"{__name__}.config:apply_section",
     codec=f"{__name__}.codec:NiceCodec",
+    evaluation=f"{__name__}.eval:EVALUATION",
     bitstream=False,
 )
