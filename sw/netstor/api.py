@@ -550,6 +550,15 @@ class Device:
                                             for a in range(t.size)])
             self._synced.add(table)
 
+    def set_lpm_lengths(self, table, lengths):
+        """The prefix lengths the banks of hashed LPM ``table`` may hold from now on (None:
+        any); see :meth:`netstor.driver.tables.TableWriter.set_lpm_lengths`. The table is read
+        from the device first, so the lengths it holds must be among them."""
+        if table not in self.pipeline_view.tables_by_name:
+            raise KeyError(f"no table {table!r}; tables are {self.table_names}")
+        self._sync(table)
+        self.writer.set_lpm_lengths(table, lengths)
+
     def _write(self, writes):
         if self._pending is not None:
             self._pending.extend(writes)
@@ -568,13 +577,13 @@ class Device:
             yield self           # nested: part of the outer batch
             return
         saved = copy.deepcopy((self.writer._exact, self.writer._ternary, self.writer._lpm,
-                               self._synced))
+                               self._synced, self.writer._lpm_fixed))
         self._pending = []
         try:
             yield self
         except BaseException:
             (self.writer._exact, self.writer._ternary, self.writer._lpm,
-             self._synced) = saved
+             self._synced, self.writer._lpm_fixed) = saved
             self._pending = None
             raise
         writes, self._pending = self._pending, None

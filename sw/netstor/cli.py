@@ -1,6 +1,6 @@
 """``netstor``: the command line, a thin layer over :mod:`netstor.api`.
 
-    netstor [--device TARGET] [--schema PATH] [--json] COMMAND ...
+    netstor [--device TARGET] [--schema PATH] [--json] [--lpm-lengths T=L,L,...] COMMAND ...
 
 TARGET (default ``$NETSTOR_DEVICE``, else ``model``): ``model`` (a golden model of this
 process: changes vanish when the command ends), ``unix:PATH`` (the control window of a running
@@ -22,6 +22,11 @@ Commands::
     api METHOD PATH [JSON] [--url URL]     a request to a running controller's HTTP API, with
                                            the bearer token of its token file
     switch --port0 IF --port1 IF [...]     the test bed's software switch (netstor.testbed)
+
+``--lpm-lengths T=8,16,24,32`` (repeatable): the prefix lengths the banks of hashed LPM table
+``T`` may hold (routes of other lengths are expanded into the next held one; the same as a
+configuration's ``tables.T.lpm_lengths``). Give it to every process that writes the table: a
+process without it places new routes by any length while banks last.
 
 MATCH: exact tables take the key (``1`` or ``10.0.0.1,53`` for several parts), ternary tables
 the value (with ``--mask`` and ``--priority``; ``get``/``delete``/``modify`` take the
@@ -89,10 +94,31 @@ def _no_more(args, what, n):
         raise UsageError(f"{what}: unexpected argument(s) {' '.join(args.rest[n:])!r}")
 
 
+def _lpm_lengths(text):
+    """``--lpm-lengths T=L,L,...`` -> ``(T, [L, ...])``."""
+    name, eq, rest = text.partition("=")
+    try:
+        if not (eq and name and rest):
+            raise ValueError
+        lengths = [int(x, 0) for x in rest.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--lpm-lengths {text!r}: expected TABLE=LENGTH,LENGTH,... (e.g. "
+            "l3.big=8,16,24,32)") from None
+    return name, lengths
+
+
 def _open(args):
     from netstor.api import Device
     target = args.device or os.environ.get("NETSTOR_DEVICE", "model")
-    return Device.open(target, schema=args.schema)
+    dev = Device.open(target, schema=args.schema)
+    try:
+        for name, lengths in getattr(args, "lpm_lengths", None) or []:
+            dev.set_lpm_lengths(name, lengths)
+    except BaseException:
+        dev.close()
+        raise
+    return dev
 
 
 def _print_rows(rows, headers):
@@ -458,6 +484,9 @@ def _parser():
     ap.add_argument("--schema", help="schema.json (default $NETSTOR_SCHEMA or "
                                      "build/rtl/schema.json)")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
+    ap.add_argument("--lpm-lengths", type=_lpm_lengths, action="append", default=[],
+                    metavar="TABLE=L,L,...", help="the prefix lengths the banks of a hashed "
+                    "LPM table may hold (repeatable)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("info")
     sub.add_parser("schema")

@@ -16,6 +16,9 @@ the same structure)::
       prim.ops:                        # exact: key (a list of key parts, or one value)
         entries:
           - {key: 1, action: forward, params: {port: 1}}
+      big.routes:                      # a hashed LPM (banks): the prefix lengths its banks
+        lpm_lengths: [8, 16, 24, 32]   # may hold (others are expanded into the next one;
+        entries: []                    # optional, default: any length while banks last)
       prim.acl:                        # ternary: value, mask, priority (0 wins)
         entries:
           - {priority: 0, value: [10.0.0.9, 0], mask: [255.255.255.255, 0], action: deny}
@@ -199,10 +202,16 @@ def _entry_match(table, e, where):
 def _apply_table(dev, name, spec, where):
     table = dev.table(name)
     spec = _mapping(where, spec)
-    unknown = set(spec) - {"entries", "default", "replace"}
+    unknown = set(spec) - {"entries", "default", "replace", "lpm_lengths"}
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {sorted(unknown)} (fields: entries, "
-                          "default, replace)")
+                          "default, replace, lpm_lengths)")
+    if "lpm_lengths" in spec:
+        # before any route is written: the routes below are placed by these lengths
+        try:
+            dev.set_lpm_lengths(name, spec["lpm_lengths"])
+        except (KeyError, ValueError, TypeError) as err:
+            raise ConfigError(f"{where}.lpm_lengths: {err.args[0]}") from None
     if "default" in spec:
         d = _mapping(f"{where}.default", spec["default"])
         table.set_default(d.get("action"), d.get("params") or {})
@@ -223,15 +232,21 @@ def _apply_table(dev, name, spec, where):
                 keep.add(e["priority"])
             else:
                 keep.add(tuple(table._locate(e["prefix"])))
-        for cur in table.dump():
+        if table.kind == "lpm":
+            # the routes as given, not the entries: a hashed table's expanded entries are no
+            # routes of their own (a writer that read the table from the device sees them as
+            # routes, and deletes them as such)
+            dev._sync(name)
+            for route in list(dev.writer.lpm_routes(name)):
+                if route not in keep:
+                    table.delete(list(route))
+        for cur in table.dump() if table.kind != "lpm" else []:
             if table.kind == "exact":
                 ident, match = tuple(cur["key"]), cur["key"]
-            elif table.kind == "ternary":
-                ident = match = cur["address"]
             else:
-                ident = match = (cur["prefix"], cur["prefix_len"])
+                ident = match = cur["address"]
             if ident not in keep:
-                table.delete(list(match) if table.kind == "lpm" else match)
+                table.delete(match)
     for w, e in wanted:
         try:
             if table.kind == "exact":

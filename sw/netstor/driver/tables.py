@@ -322,6 +322,37 @@ class TableWriter:
         self._lpm = {n: (_LpmSlots(t, self._lpm_fixed.get(n)) if _hashed(t) else [])
                      for n, t in self.tables.items() if t.kind == "lpm"}
 
+    def set_lpm_lengths(self, table, lengths):
+        """Fix the prefix lengths the banks of hashed LPM ``table`` may hold from now on
+        (``None``: any length while banks last); routes of other lengths are expanded into
+        the next longer one, so the set must reach the longest route length used. The lengths
+        the table's banks hold now must be among them (a table is re-planned by clearing it
+        first)."""
+        t = self._table(table, "lpm")
+        if not _hashed(t):
+            raise ValueError(f"table {table}: lpm_lengths is for hashed LPM tables (banks); "
+                             f"this one is a {t.size}-entry TCAM")
+        if lengths is not None:
+            if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
+                raise ValueError(f"table {table}: lpm_lengths must be a list of prefix lengths")
+            lengths = list(lengths)
+            bad = [n for n in lengths if not isinstance(n, int) or isinstance(n, bool)
+                   or not 0 <= n <= t.key_width]
+            if bad or not lengths:
+                raise ValueError(f"table {table}: lpm_lengths {lengths}: prefix lengths "
+                                 f"0..{t.key_width}, at least one")
+            lengths = frozenset(lengths)
+        slots = self._lpm[table]
+        held = set(slots.held())
+        if lengths is not None and not held <= lengths:
+            raise ValueError(f"table {table}: its banks hold lengths {sorted(held - lengths)} "
+                             f"not in lpm_lengths {sorted(lengths)}; clear the table first")
+        if lengths is None:
+            self._lpm_fixed.pop(table, None)
+        else:
+            self._lpm_fixed[table] = lengths
+        slots.fixed = lengths
+
     # ---- helpers -------------------------------------------------------------------------------
     def _table(self, name, kind=None):
         t = self.tables.get(name)
