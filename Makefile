@@ -63,7 +63,8 @@ formal: $(EDITABLE)
 # hour of CPU the first time, cached per module after). BENCH_FLAGS: e.g. --jobs 2 (per-block
 # Yosys runs at a time), --no-pipeline, --cached-only; results are cached by Verilog hash
 # (build/bench/synth_cache). First the exact tables' load experiment (build/bench/exact_load.json,
-# pure Python, ~2 min); the standalone benches (register bank incl. -uram, tables incl. the
+# pure Python, ~2 min) and the hashed LPM's (build/bench/lpm_load.json: routes before the first
+# failed add per prefix-length mix, 16K slots, ~2 min); the standalone benches (register bank incl. -uram, tables incl. the
 # 16K LPM, GF engine) run inside netstor.bench. BENCH_LANE=1 adds the copy-lane core's
 # whole-core run (synth.json["core_lane"], cached per module like the default core's)
 BENCH_FLAGS ?=
@@ -72,6 +73,7 @@ BENCH_CORE_JOBS ?= 2
 BENCH_LANE ?= 0
 bench: rtl
 	$(PY) -m netstor.bench.exact_load --sizes 65536,1024,64 --seeds 20 --out build/bench/exact_load.json
+	$(PY) -m netstor.bench.lpm_load --size 16384 --banks 32 --seeds 3 --out build/bench/lpm_load.json
 	$(PY) -m netstor.bench --out build/bench $(if $(filter 1,$(BENCH_CORE)),--core-synth --core-jobs $(BENCH_CORE_JOBS)) $(BENCH_FLAGS)
 	$(if $(filter 1,$(BENCH_LANE)),$(PY) -m netstor.bench --out build/bench --core-only --core-variant lane --core-jobs $(BENCH_CORE_JOBS))
 	$(PY) -m netstor.experiments --out build/bench

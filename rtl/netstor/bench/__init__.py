@@ -580,6 +580,13 @@ def main(argv=None):
             index["files"]["exact_load"] = "exact_load.json"
         except (ValueError, KeyError) as e:
             extra.append(f"exact_load.json unreadable: {e!r}")
+    if (out / "lpm_load.json").exists():       # make bench runs netstor.bench.lpm_load too
+        from .lpm_load import summary_line as lpm_line
+        try:
+            extra.append(lpm_line(json.loads((out / "lpm_load.json").read_text())))
+            index["files"]["lpm_load"] = "lpm_load.json"
+        except (ValueError, KeyError, StopIteration) as e:
+            extra.append(f"lpm_load.json unreadable: {e!r}")
     text = summary_text(pipe, syn, index, extra)
     (out / "summary.txt").write_text(text + "\n")
     (out / "bench.json").write_text(json.dumps(index, indent=1) + "\n")

@@ -55,6 +55,16 @@ def fill(size, banks, lengths, held, seed):
         seen.add((pre, n))
 
 
+def summary_line(res):
+    """One line for people: per mix, the mean routes placed before the first failed add."""
+    any_row = next(iter(res.values()))
+    parts = [f"{name} {r['routes_mean']:,.0f}" + (f" (held {'/'.join(map(str, r['held']))})"
+                                                   if r["held"] else "")
+             for name, r in res.items()]
+    return (f"hashed LPM, routes before the first failed add ({any_row['slots']:,} slots, "
+            f"{any_row['banks']} banks, {len(any_row['routes'])} seeds): " + "; ".join(parts))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m netstor.bench.lpm_load")
     ap.add_argument("--size", type=int, default=1 << 14)
@@ -77,6 +87,7 @@ def main(argv=None):
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1) + "\n")
+    print(summary_line(res))
 
 
 if __name__ == "__main__":
