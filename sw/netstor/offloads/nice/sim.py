@@ -35,10 +35,12 @@ primary, as the paper's figure 2 draws them); replies go straight to the client 
   answers after R-1 acks) or ``2pc`` (the primary logs and stores pending, sends the object to
   the R-1 secondaries (prepare), which log, store and vote; then commit to each, acks, reply).
 
-**Switch** (``switch=``): ``ref`` -- :class:`RefNice`, the vring rules of ``docs/nice.md`` in
-plain Python around the default pipeline (which routes everything else); ``model`` -- NICE's
-program in the data-plane model (``default_pipeline(extra=("nice",))``), configured by the
-``nice:`` section (:mod:`.config`), when that is there (:func:`model_available`).
+**Switch** (``switch=``): ``model`` -- NICE's program in the compiled data-plane model
+(``default_pipeline(extra=("nice",))``, copy-list groups), its tables written by the metadata
+service (:class:`.metadata.Metadata` through a ``ModelSink``: :func:`.config.entries`, diffed);
+``ref`` -- :class:`RefNice`, the vring rules of ``docs/nice.md`` in plain Python around the
+default pipeline (which routes everything else), following the same ring state. The tests run
+both on the same traffic and compare every time and byte count.
 
 **Costs** (:data:`COSTS`): every node is one CPU taking messages in arrival order (our agents
 are single-threaded); per datagram received or sent, per LMDB store / read, the times
@@ -46,18 +48,22 @@ are single-threaded); per datagram received or sent, per LMDB store / read, the 
 header unpack + copy into the object's buffer, header pack + ``sendto``; LMDB ``put`` in a
 write transaction with and without fsync, ``get``). Each draw is the fitted median times a
 ratio drawn from the measured distribution (its 20 quantiles of sample / median), so repeats
-differ the way the measurements do. Nothing is fitted to the paper.
+differ the way the measurements do. Nothing is fitted to the paper. The writes are the
+agents' (:mod:`.codec`): a replica with the whole object locks, logs and stores it pending in
+one transaction; a commit deletes the log record and writes the object (two).
 
-**Failures** (:class:`NiceRun` with ``fail``): a node dies (drops everything), the primary's
-wait for its PUT_ACK times out (``ack_timeout_s``): ABORT to the client (which retries after
-``retry_s``, the paper's 2 s) and a time-out report to the metadata service, which declares
-the node failed after 2 reports or 3 missed heartbeats (period ``heartbeat_s``), whichever
-first, and writes the tables: the node leaves the unicast and multicast mappings, a handoff
-node joins the put set and takes the failed node's get division (it forwards gets for
-objects it lacks to the primary). At ``rejoin`` the node comes back with its store, joins the
-put set first, fetches what the handoff stored, reports itself consistent, and only then
-gets its division back (the handoff leaves). Membership changes reach the replicas with the
-table writes (the informing messages' microseconds are not modelled).
+**Membership and failures**: the metadata service is :class:`.metadata.Metadata` (the
+membership logic the controller runs) on the virtual clock, in a metadata node
+(:class:`MetadataNode`) that receives the nodes' heartbeats (every ``heartbeat_s``) and the
+primaries' time-out reports as datagrams and ticks once a beat. With ``fail`` a node dies
+(drops everything); a primary whose PUT_ACK wait (``ack_timeout_s``) runs out sends ABORT to
+the client (which retries after ``retry_s``, the paper's 2 s) and a report; 2 reports or 3
+missed beats hide the node (table writes: out of every mapping, a handoff in its place in the
+put set and in its get division; the handoff forwards gets for objects it lacks to the
+primary). At ``rejoin_s`` the node comes back with its store: phase 1 (put sets), the objects
+of each handoff fetched over the cables, phase 2 (get ring, handoffs out). The agents read
+the membership from the ring state when the change is written (the informing messages'
+microseconds are not modelled).
 """
 from __future__ import annotations
 
