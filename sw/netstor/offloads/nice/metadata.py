@@ -119,10 +119,11 @@ class Metadata:
 
     def tick(self):
         """Declare failed every live or joining node whose last beat is more than ``missed``
-        intervals old; returns the ops written."""
+        intervals old (a nanosecond of slack for the clock's rounding); returns the ops
+        written."""
         now = self.clock()
         late = [n for n in sorted(self.state.nodes) if n not in self.state.down
-                and now - self.last_beat.get(n, now) > self.missed * self.beat]
+                and now - self.last_beat.get(n, now) > self.missed * self.beat + 1e-9]
         ops = []
         for n in late:
             ops += self.fail(n, "heartbeats")
