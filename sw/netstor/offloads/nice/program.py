@@ -27,10 +27,11 @@ Tables (all written by the controller, :mod:`.config`):
   partition misses and goes to the primary. ``nice.divisions.hit`` counts balanced gets.
 * ``nice.nodes`` (exact on the chosen node id, ``nodes`` entries, 4-way hashed in BRAM):
   ``node(ip, mac, smac, port, dport)``: the unicast packet's new ``ipv4.dst``, ``eth.dst``,
-  ``eth.src``, output port and UDP destination port. A miss drops (``nice.nodes.miss``).
+  ``eth.src``, output port and UDP destination port. A miss runs the default action
+  ``drop`` (``nice.nodes.miss``).
 * ``nice.copies`` (egress, exact on the copy's rid = node id, ``nodes`` entries):
-  ``copy(ip, mac, smac, dport)``: the rewrite of each multicast copy. A miss drops the copy
-  (``nice.copies.miss``).
+  ``copy(ip, mac, smac, dport)``: the rewrite of each multicast copy. A miss runs the
+  default action ``drop`` on that copy (``nice.copies.miss``).
 
 Per packet: unicast vring -> ``part`` written into the header, the division's replica or
 the primary, rewritten from ``nice.nodes``; multicast vring -> ``part`` written, the packet
@@ -102,23 +103,20 @@ def make_nice(n_ports=2, *, subgroups=SUBGROUPS, divisions=DIVISIONS, nodes=NODE
                 actions=[Action("replica", {"node": NODE_BITS}, lambda a: [
                     Set(dhit, 1), Set(dnode, a.node)])],
                 when=uhit))
-    nhit = p.meta("nhit", 1)
+    # (a miss runs the default action, drop: no extra element, no extra cycle)
+    drop = Action("drop", {}, lambda a: [Set(F.meta.drop, 1)])
     p.add(Table("nodes", kind="exact", key=[Mux(dhit, dnode, primary)], size=nodes, ways=4,
                 actions=[Action("node", {"ip": 32, "mac": 48, "smac": 48, "port": 4,
                                          "dport": 16}, lambda a: [
-                    Set(nhit, 1), Set(F.ipv4.dst, a.ip), Set(F.eth.dst, a.mac),
-                    Set(F.eth.src, a.smac), Set(F.meta.egress_port, a.port),
-                    Set(F.udp.dport, a.dport)])],
-                when=uhit))
-    p.add(Compute("no_node", [Set(F.meta.drop, 1)], when=uhit & ~nhit))
+                    Set(F.ipv4.dst, a.ip), Set(F.eth.dst, a.mac), Set(F.eth.src, a.smac),
+                    Set(F.meta.egress_port, a.port), Set(F.udp.dport, a.dport)]), drop],
+                default=drop, when=uhit))
 
     # puts and timestamps: each copy of the partition's copy list, rewritten from its rid
-    chit = p.meta("chit", 1)
     p.add_egress(Table("copies", kind="exact", key=[F.meta.rid], size=nodes, ways=4,
                        actions=[Action("copy", {"ip": 32, "mac": 48, "smac": 48, "dport": 16},
                                        lambda a: [
-                           Set(chit, 1), Set(F.ipv4.dst, a.ip), Set(F.eth.dst, a.mac),
-                           Set(F.eth.src, a.smac), Set(F.udp.dport, a.dport)])],
-                       when=mcopy))
-    p.add_egress(Compute("no_copy", [Set(F.meta.drop, 1)], when=mcopy & ~chit))
+                           Set(F.ipv4.dst, a.ip), Set(F.eth.dst, a.mac),
+                           Set(F.eth.src, a.smac), Set(F.udp.dport, a.dport)]), drop],
+                       default=drop, when=mcopy))
     return p
