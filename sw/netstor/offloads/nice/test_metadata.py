@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from netstor.driver.tables import TableWriter, apply_writes
+from netstor.driver.tables import TableWriter
 from netstor.model.compiled import CompiledModel
 from netstor.programs import default_pipeline
 
@@ -141,7 +141,7 @@ def check_hidden(md, m=None):
     return None
 
 
-# ---- detection ------------------------------------------------------------------------------------
+# ---- detection --------------------------------------------------------------------------------
 def test_three_missed_heartbeats_and_not_fewer():
     md, clock, _ = service()
     beat_all(md, clock, 2.0, skip={3})         # 3's last beat: time 0 (its registration)
