@@ -364,3 +364,19 @@ def test_metadata_through_the_host_api():
     assert all(e["params"]["node"] != 2 for e in dev.table("nice.divisions").dump())
     assert parse(section()).partitions == {p: [1 + p, 1 + (p + 1) % 6, 1 + (p + 2) % 6]
                                            for p in range(6)}
+
+
+def test_text_view_of_a_config(tmp_path, capsys):
+    """``python -m netstor.offloads.nice.metadata CONFIG.yaml``: the view of a nice: section."""
+    import yaml
+    from .metadata import main
+    s = section()
+    s["down"] = [5]
+    cfg = tmp_path / "nice.yaml"
+    cfg.write_text(yaml.safe_dump({"nice": s}))
+    assert main([str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "6 nodes, 6 partitions" in out
+    assert "node     5 10.0.1.5        down" in out
+    # partition 4 = [5, 6, 1]: 6 is the primary while 5 is down (a section: no handoff)
+    assert "part     4 primary 6 members [5, 6, 1] get [6, 1] put [6, 1]" in out
