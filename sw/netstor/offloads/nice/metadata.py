@@ -60,6 +60,12 @@ class DeviceSink:
         from .config import apply_plan
         apply_plan(self.dev, ops)
 
+    def held(self):
+        """``{(table, match)}`` of the NICE entries the device holds now (a restarted
+        controller deletes those its plan does not have)."""
+        from .config import _held
+        return _held(self.dev) or set()
+
 
 class ModelSink:
     """Writes ops into a golden model through a TableWriter (its shadow follows)."""
@@ -98,6 +104,8 @@ class Metadata:
         """Write what changed since the last plan; returns the ops."""
         new = entries(self.state)
         ops = diff(self.plan, new)
+        if self.plan is None and hasattr(self.sink, "held"):   # taking over a switch
+            ops += [("delete", t, m) for t, m in sorted(self.sink.held() - set(new.entries))]
         if ops and self.sink is not None:
             self.sink(ops)
         self.plan = new

@@ -362,6 +362,13 @@ def test_metadata_through_the_host_api():
     assert dev.mcast_get(50) == [(1, 1), (0, 4), (1, 3)]
     assert dev.table("nice.nodes").get([2]) is None
     assert all(e["params"]["node"] != 2 for e in dev.table("nice.divisions").dump())
+    # a restarted controller that knows 2 is down takes over the switch: what it does not
+    # plan (here: node 2's divisions, as a stale run would have left them) is deleted
+    dev.table("nice.divisions").add((ip("10.0.0.0") | 7 << 32, 16 + 24), "replica",
+                                    {"node": 2})
+    md2 = Metadata(md.state.copy(), clock=clock, sink=DeviceSink(dev))
+    assert md2.plan == md.plan
+    assert all(e["params"]["node"] != 2 for e in dev.table("nice.divisions").dump())
     assert parse(section()).partitions == {p: [1 + p, 1 + (p + 1) % 6, 1 + (p + 2) % 6]
                                            for p in range(6)}
 
