@@ -266,6 +266,15 @@ def test_tables_at_1024_nodes_r3_fit_and_route():
     and exact tables placed by the driver); packets then reach the right nodes; a failure
     rewrites only a handful of entries."""
     pl = default_pipeline(extra=("nice",))
+    # structures that scale: hashed LPMs in BRAM banks and multi-way hashed exact tables
+    from netstor.elements.table import FLOP_ENTRIES, LPM_HASH_MIN
+    tabs = {t.qualname: t for t in pl.tables}
+    for name in ("nice.unicast", "nice.multicast", "nice.divisions"):
+        assert tabs[name].lpm_hashed and tabs[name].size >= LPM_HASH_MIN
+    for name in ("nice.nodes", "nice.copies"):
+        assert tabs[name].kind == "exact" and tabs[name].ways == 4 and tabs[name].size >= N
+    assert tabs["nice.rings"].size <= FLOP_ENTRIES
+    assert not [b for b in pl.banks if b.qualname.startswith("nice.")]      # no banks
     t0 = time.monotonic()
     m = CompiledModel(pl, groups="list")
     w = TableWriter(pl)
