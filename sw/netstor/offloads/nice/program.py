@@ -57,7 +57,7 @@ __all__ = ["make_nice", "SUBGROUPS", "DIVISIONS", "NODES", "RING_BANKS", "DIVISI
 SUBGROUPS = 2048         #: slots of nice.unicast and of nice.multicast (>= 1,024 partitions)
 DIVISIONS = 8192         #: slots of nice.divisions ((R = 3) x 1,024 partitions at <= 40 %)
 NODES = 2048             #: entries of nice.nodes and nice.copies (node ids 0..2047)
-RING_BANKS = 8           #: hash banks of nice.unicast / nice.multicast (256 slots each)
+RING_BANKS = 4           #: hash banks of nice.unicast / nice.multicast (512 slots each: a BRAM36 pair)
 DIVISION_BANKS = 16      #: hash banks of nice.divisions (512 slots each)
 RINGS = 4                #: entries of nice.rings (flip-flops)
 PART_BITS = 16           #: partition ids (the header's ``part``)
