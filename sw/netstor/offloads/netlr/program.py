@@ -37,8 +37,10 @@ ports/sources; an untrusted packet is dropped and counted in ``nl.trust.miss``):
   group's copy list, ``nrep`` = the live count, each copy rewritten from its rid (egress).
   A slot holding another ``fp``: dropped, counted in ``nl.collide`` (the sequence number it
   drew is unused: sequence numbers only need to grow).
-* **WRITE_REPLY** from a live member (``rid`` at a live position of the group's members;
-  others: dropped, ``nl.ignored``): the slot holds this ``fp`` and this ``seq``: the
+* **WRITE_REPLY** from a live member (``rid`` at a live position of the group's members)
+  with ``fp != 0`` (others: dropped, ``nl.ignored``; a reply with ``fp`` 0 would match a free
+  slot, whose ``fp`` is 0, and pass as a commit of no write: found by the ``netlr_ack``
+  formal job): the slot holds this ``fp`` and this ``seq``: the
   member's bit is set in ``acks`` and ``rid`` <- the member; when ``acks`` covers the live
   mask the write commits: the slot is freed (``fp`` 0) and this reply goes on to the client
   (routed by ``l3.routes``; ``nl.commits``); otherwise it is absorbed (dropped,
@@ -122,7 +124,8 @@ def make_netlr(n_ports=2, *, slots=SLOTS, groups=GROUPS, rids=RIDS):
     ok_wr, ok_rd, ok_ack = p.meta("ok_wr", 1), p.meta("ok_rd", 1), p.meta("ok_ack", 1)
     avail = ghit & (nread != 0)
     p.add(Compute("admit", [Set(abit, Cat(*hits)), Set(ok_wr, wr & avail & (fp != 0)),
-                            Set(ok_rd, rd & avail), Set(ok_ack, ack & ghit & any_hit)],
+                            Set(ok_rd, rd & avail),
+                            Set(ok_ack, ack & ghit & any_hit & (fp != 0))],
                   when=rd | wr | ack))
 
     # the global write sequence; the read rotation
