@@ -111,9 +111,9 @@ def tasks(preset="headline", seed0=1):
                     out.append({"group": "rep", "scheme": s, "consistency": cons, "size": size,
                                 "replicas": R, "n": n, "seed": seed, "repeat": rep,
                                 "switch": sw, "sync": True})
-    for reports in (True, False):
+    for role, reports in (("secondary", True), ("secondary", False), ("primary", True)):
         out.append({"group": "fail", "seed": seed0, "repeat": 0, "switch": sw,
-                    "report_timeouts": reports, **p["fail"]})
+                    "fail_role": role, "report_timeouts": reports, **p["fail"]})
     return out
 
 
@@ -250,7 +250,8 @@ def summary_of(res):
     rp = res.get("rep") or {}
     g = (rp.get("growth") or {}).get("nice", {}).get(str(max(rp.get("sizes") or [0])))
     out["put_time_growth_r1_to_r9"] = g and g["mean"]
-    main = [f for f in res.get("fail", []) if f.get("report_timeouts")]
+    main = [f for f in res.get("fail", []) if f.get("report_timeouts")
+            and f.get("fail_role", "secondary") == "secondary"]
     f = main[0] if main else {}
     out["unavailable_s"] = f.get("unavailable_s")
     out["acked_puts_lost"] = None if not res.get("fail") else sum(
@@ -277,7 +278,7 @@ def plot(res, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(2, 4, figsize=(21, 8))
+    fig, axes = plt.subplots(2, 5, figsize=(26, 8))
     axes = axes.ravel()
     for ax, fig_name, title in ((axes[0], "get", "(fig 4) get time"),
                                 (axes[1], "put", "(fig 5) put time (fsync'd stores)")):
@@ -317,7 +318,7 @@ def plot(res, path):
         ax.set_title("(fig 7) storage load ratio")
     rp = res.get("rep")
     if rp:
-        for ax, z in ((axes[4], str(min(rp["sizes"]))), (axes[5], str(max(rp["sizes"])))):
+        for ax, z in ((axes[5], str(min(rp["sizes"]))), (axes[6], str(max(rp["sizes"])))):
             t = f"(fig 9) put, {_size(z)}"
             for name, d in rp["systems"].items():
                 if z not in d:
@@ -329,20 +330,21 @@ def plot(res, path):
             ax.set_xlabel("replication level")
             ax.set_ylabel("put time (ms)")
             ax.set_title(t)
-    for k, f in enumerate(res.get("fail", [])[:2]):
-        ax = axes[6 + k]
+    for k, f in enumerate(res.get("fail", [])[:3]):
+        ax = axes[7 + k]
         xs = [i * f["bin_s"] for i in range(len(f["puts"]))]
         ax.plot(xs, [x / f["bin_s"] for x in f["puts"]], color="tab:red", label="puts/s")
         ax.plot(xs, [x / f["bin_s"] for x in f["gets"]], color="tab:blue", label="gets/s")
-        ax.axvline(f["fail_s"], color="k", ls=":", label="secondary fails")
+        ax.axvline(f["fail_s"], color="k", ls=":",
+                   label=f"{f.get('fail_role', 'secondary')} fails")
         if f.get("rejoin_s") is not None:
             ax.axvline(f["rejoin_s"], color="k", ls="--", label="rejoins")
         ax.set_xlabel("time (s)")
         ax.set_ylabel("operations/s")
         how = ("2 time-out reports or 3 missed heartbeats" if f.get("report_timeouts")
                else "heartbeats only")
-        ax.set_title(f"(fig 11) failure: {how} (heartbeat {f['heartbeat_s']:g} s)",
-                     fontsize=9)
+        ax.set_title(f"(fig 11) {f.get('fail_role', 'secondary')} fails: {how} "
+                     f"(heartbeat {f['heartbeat_s']:g} s)", fontsize=9)
     for ax in axes:
         ax.grid(True, alpha=0.3)
         if ax.has_data():
@@ -444,7 +446,9 @@ def report_markdown(res):
                      f"{rp['replicas'][at2]}) |")
     for f in res.get("fail", []):
         how = "reports or heartbeats" if f["report_timeouts"] else "heartbeats only"
-        L.append(f"| puts unavailable after a secondary fails ({how}) | < 2 s | "
+        role = f.get("fail_role", "secondary")
+        L.append(f"| puts unavailable after a {role} fails ({how}) | "
+                 f"{'< 2 s' if role == 'secondary' else '(not measured)'} | "
                  f"{f['unavailable_s']} s (heartbeat {f['heartbeat_s']:g} s, PUT_ACK wait "
                  f"{f['ack_timeout_s']:g} s) |")
     if res.get("fail"):
@@ -487,7 +491,8 @@ def report_markdown(res):
     for f in res.get("fail", []):
         how = ("detection: 2 time-out reports or 3 missed heartbeats" if f["report_timeouts"]
                else "detection: 3 missed heartbeats only (time-out reports off)")
-        L += ["", f"Failure timeline ({how}; heartbeat period {f['heartbeat_s']:g} s, the "
+        L += ["", f"Failure timeline, the partition's {f.get('fail_role', 'secondary')} (node "
+              f"{f.get('failed_node')}) killed ({how}; heartbeat period {f['heartbeat_s']:g} s, the "
               f"primary's PUT_ACK wait {f['ack_timeout_s']:g} s, client retry "
               f"{f['retry_s']:g} s; {f['clients']} clients x {f['rate_per_client']:g} ops/s, "
               f"{100 * f['put_ratio']:.0f} % puts of {f['size']} B): puts available again "
@@ -599,7 +604,8 @@ def _explain(res):
             "the transfer dominates). The paper: NICE 1.17x, NOOB 7x.")
     fs = res.get("fail") or []
     if fs:
-        f = next((x for x in fs if x["report_timeouts"]), fs[0])
+        f = next((x for x in fs if x["report_timeouts"]
+                  and x.get("fail_role", "secondary") == "secondary"), fs[0])
         parts.append(
             "Failure: puts to the partition wait on the dead secondary's PUT_ACK until the "
             f"primary's wait ({f['ack_timeout_s']:g} s) ends: ABORT (the client retries after "
@@ -607,7 +613,11 @@ def _explain(res):
             f"and adds the handoff: puts succeed again {f['unavailable_s']} s after the "
             "failure (the paper: < 2 s). Heartbeats alone (reports off) take 3 missed beats "
             f"plus the check's phase: {next((x['unavailable_s'] for x in fs if not x['report_timeouts']), 'n/a')} s "
-            f"at a {f['heartbeat_s']:g} s period. The rejoining node fetches the handoff's "
+            f"at a {f['heartbeat_s']:g} s period. A failed primary (only primaries report "
+            "time-outs, as our agents do) is found by the heartbeats too, then a secondary is "
+            "promoted: puts back after "
+            f"{next((x['unavailable_s'] for x in fs if x.get('fail_role') == 'primary'), 'n/a')}"
+            " s. The rejoining node fetches the handoff's "
             "objects in the put ring, then takes its get division back; acknowledged puts "
             f"lost: {sum(x['acked_puts_lost'] for x in fs)}, left with fewer than R "
             f"replicas: {sum(x['acked_puts_under_replicated'] for x in fs)} (of "
@@ -625,7 +635,7 @@ class _Evaluation:
         out = []
         for t in tasks(scale, seed0=seed):
             extra = "".join(f"/{k}{t[k]}" for k in ("scheme", "consistency", "size", "replicas",
-                                                    "sync", "report_timeouts", "n")
+                                                    "sync", "fail_role", "report_timeouts", "n")
                             if k in t)
             key = f"nice/{t['group']}{extra}/s{t['seed']}"
             size = t.get("size", 1024)

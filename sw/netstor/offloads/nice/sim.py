@@ -1238,12 +1238,13 @@ def latency_run(scheme, kind, size, *, n=50, replicas=3, consistency="pb", seed=
 def failure_run(*, duration_s=120.0, fail_s=30.0, rejoin_s=90.0, rate=50.0, clients=3,
                 put_ratio=0.2, size=1024, heartbeat_s=1.0, ack_timeout_s=0.5, retry_s=2.0,
                 timeout_s=2.0, seed=1, switch="ref", bin_s=1.0, fail_index=None,
-                report_timeouts=True):
+                report_timeouts=True, fail_role="secondary"):
     """The paper's section 6.6: ``clients`` clients (open loop, Poisson ``rate`` ops/s each),
     ``put_ratio`` puts of new keys and gets of one of the client's last 100 acknowledged keys,
     ``size``-byte objects, all in partition 0 (R = 3, gets load-balanced: client i's get
-    division is replica i); the partition's second secondary fails at ``fail_s`` and rejoins at
-    ``rejoin_s``."""
+    division is replica i); the partition's second secondary (``fail_role="primary"``: its
+    primary) fails at ``fail_s`` and rejoins at ``rejoin_s``. Only primaries report time-outs
+    (as the agents do), so a primary's failure is found by the heartbeats."""
     st = Streams(seed)
     keys = key_pool(int(duration_s * rate * clients * put_ratio * 1.3) + 50, seed, part=0)
     ki = 0
@@ -1266,7 +1267,10 @@ def failure_run(*, duration_s=120.0, fail_s=30.0, rejoin_s=90.0, rate=50.0, clie
                   retry_s=retry_s, timeout_s=timeout_s, give_up_s=duration_s,
                   report_timeouts=report_timeouts)
     p0 = run.replicas_of(0)
-    idx = (p0[2] - 1) if fail_index is None else fail_index
+    if fail_role not in ("secondary", "primary"):
+        raise ValueError("fail_role: secondary or primary")
+    # the partition's second secondary (the paper's "secondary node 2") or its primary
+    idx = (p0[2 if fail_role == "secondary" else 0] - 1) if fail_index is None else fail_index
     run.fail, run.rejoin_s = (idx, fail_s), rejoin_s
     # gets pick one of the client's recently acked keys when they start
     for c in run.clients:
@@ -1309,7 +1313,8 @@ def failure_run(*, duration_s=120.0, fail_s=30.0, rejoin_s=90.0, rate=50.0, clie
     return {"bin_s": bin_s, "puts": puts.tolist(), "gets": gets.tolist(),
             "fail_s": fail_s, "rejoin_s": rejoin_s, "heartbeat_s": heartbeat_s,
             "ack_timeout_s": ack_timeout_s, "retry_s": retry_s,
-            "report_timeouts": report_timeouts, "rate_per_client": rate, "clients": clients,
+            "report_timeouts": report_timeouts, "fail_role": fail_role,
+            "failed_node": run.nodes[idx].nid, "rate_per_client": rate, "clients": clients,
             "put_ratio": put_ratio, "size": size,
             "puts_available_again_s": back,
             "unavailable_s": None if back is None else round(back - fail_s, 4),
