@@ -302,7 +302,13 @@ class Record:
     def done(self, client, req) -> bool:
         """Whether put ``(client, req)`` took effect here (this or a later put of the
         client committed)."""
-        return self.last.get(client, -1) >= req
+        return self.last.get(who(client, req), -1) >= req
+
+
+def who(client, req) -> int:
+    """The key of a client in a record's last-req map: its :func:`cid_of` and the top 8
+    bits of ``req`` (the client's id: threads of one process share a socket)."""
+    return (client << 8) | (req >> 24)
 
 
 def _okey(key):
@@ -584,6 +590,9 @@ class NiceCodec(ServerCodec):
             primary = self._primary_of(part)
             port = h.rsv or addr[1]
             if primary == self.cfg.node:
+                if done and (key, client, req) in self.coord and \
+                        self.coord[(key, client, req)].ts:
+                    return          # committed, TS_ACKs still coming: answered when all in
                 st = self._coord(key, client, req, port, part)
                 if via is not None:                 # NOOB 2PC: the primary relays
                     st.noob, st.members, st.fanout = 2, set(via), True
@@ -702,14 +711,15 @@ class NiceCodec(ServerCodec):
             old = txn.get(_okey(key))
             rec = Record.unpack(old) if old is not None else None
             if rec is None:
-                rec = Record(ts, primary, client, req, {client: req}, value) if ts else None
+                rec = Record(ts, primary, client, req, {who(client, req): req},
+                             value) if ts else None
                 applied = rec is not None
             else:
                 applied = ts and (ts, primary) > rec.order
                 if applied:
                     rec.ts, rec.primary, rec.client, rec.req, rec.value = \
                         ts, primary, client, req, value
-                rec.last[client] = max(rec.last.get(client, -1), req)
+                rec.last[who(client, req)] = max(rec.last.get(who(client, req), -1), req)
             if rec is not None:
                 txn.put(_okey(key), rec.pack())
         self._count("nc_commits")
@@ -1187,14 +1197,15 @@ class NiceCodec(ServerCodec):
         with env.begin(write=True) as txn:
             old = txn.get(_okey(key))
             rec = Record.unpack(old) if old is not None else None
+            w = who(new.client, new.req)
             if rec is not None:
                 new.last = dict(rec.last)
-                new.last[new.client] = max(rec.last.get(new.client, -1), new.req)
+                new.last[w] = max(rec.last.get(w, -1), new.req)
                 if rec.order >= new.order:
                     rec.last = new.last
                     new = rec
             else:
-                new.last = {new.client: new.req}
+                new.last = {w: new.req}
             txn.put(_okey(key), new.pack())
 
     def _nb_rep(self, h, key, data, addr):

@@ -299,13 +299,14 @@ class _Client:
                     if left <= 0:
                         break
                     try:
-                        h, _, rest, _ = q.get(timeout=left)
+                        h, _, rest, src = q.get(timeout=left)
                     except queue.Empty:
                         break
                     if h.op != OP_GET_REPLY:
                         continue
                     if first is None:
                         first, n = h, h.nfrag
+                        self.last_src = src
                     if h.ts != first.ts:
                         continue
                     got[h.frag] = rest
@@ -328,18 +329,22 @@ class _Client:
         if self.recorder is not None:
             token = self.recorder.call(self.client_id, "write", _key_text(key),
                                        _val_text(value))
-        self._put(key_bytes(key), value)
+        h = self._put(key_bytes(key), value)
         if token is not None:
             self.recorder.ret(token)
+            with self.recorder._lock:
+                self.recorder.ops[token].update(ts=h.ts)
         self.stats["puts"] += 1
 
     def get(self, key):
         token = None
         if self.recorder is not None:
             token = self.recorder.call(self.client_id, "read", _key_text(key))
-        value, _ = self._get(key_bytes(key))
+        value, first = self._get(key_bytes(key))
         if token is not None:
             self.recorder.ret(token, None if value is None else _val_text(value))
+            with self.recorder._lock:           # where the answer came from (evidence)
+                self.recorder.ops[token].update(src=self.last_src[0], ts=first.ts)
         self.stats["gets"] += 1
         return value
 
