@@ -18,7 +18,9 @@ dropped first (block RAM and URAM power up cleared; Yosys keeps an init and then
 
 * ``offloads.<name>``: ``program``, ``pipeline_header_path_cycles`` (not measured here: see the
   offload's docs), ``elements`` (per element: ``kind``, ``label``, ``instances``,
-  ``latency_cycles``, ``bank_bits``, ``LUT``, ``FF``, ``BRAM36``, ``URAM``, ``DSP``,
+  ``latency_cycles``, ``bank_bits``, ``LUT`` (of which ``LUT_as_srl``: SRL16E delay lines,
+  mostly the PHV carried through the element's latency: each block alone carries the whole
+  PHV, which the core shares per stage), ``FF``, ``BRAM36``, ``URAM``, ``DSP``,
   ``lut_levels`` and, for a large bank, ``uram_mapping`` with the same figures and
   ``uram_expected`` (:func:`uram_no_cascade`, the count a 4K x 72 URAM without cascade gives),
   ``yosys`` seconds/cached), ``total_bram`` / ``total_uram`` (instances x element, every
@@ -79,7 +81,8 @@ def _drop_zero_inits(text):
 
 
 def _figs(r):
-    return {"LUT": r["LUT"], "FF": r["FF"], "BRAM36": r["BRAM36_equiv"], "URAM": r["URAM"],
+    return {"LUT": r["LUT"], "LUT_as_srl": r.get("LUT_as_srl"), "FF": r["FF"],
+            "BRAM36": r["BRAM36_equiv"], "URAM": r["URAM"],
             "DSP": r["DSP"], "lut_levels": r["depth"]["lut_levels"],
             "path": r["depth"].get("path_cell_types"),
             "yosys": {"seconds": r.get("yosys_seconds"), "cached": bool(r.get("cached")),
@@ -170,7 +173,8 @@ def rows(full):
             progs = "+".join(res["programs"])
             out[f"{progs} other elements ({len(rest)}, x instances)"] = agg
         tot = dict(res["total_uram"])
-        tot["lut_levels"] = res.get("deepest", {}).get("lut_levels")
+        tot["lut_levels"] = max([r["uram_mapping"]["lut_levels"] for r in big.values()]
+                                + [r["lut_levels"] for r in rest], default=None)
         out[f"{name} total (large banks in URAM)"] = tot
         for k in res["failed"]:
             out[k] = {"ok": False, "error": res["elements"][k].get("error")}
