@@ -54,11 +54,15 @@ NICE-2PC (every member of the put set; the primary is one of them)
        client (it retries with the same ``req``) and the silent members reported to the
        metadata service (:data:`T_REPORT`, ``nc_reports``). Missing ``TS_ACK``: ``TS`` re-sent
        unicast to them and reported; a configuration without them (the metadata service hid
-       them) lets the put finish. **Pending puts stay locked after an ABORT** (a member that
-       acked keeps its lock until a TS or a promotion's discard): a late ``PUT_ACK`` of an
-       aborted try is still true when the retry counts it.
+       them) lets the put finish. A member holding a put locked :data:`LOCK_TIMEOUT` s
+       asks the primary (:data:`T_QUERY`); no answer: it reports the primary (a failed
+       primary is found by its secondaries). **Pending puts stay locked after an ABORT**
+       (a member that acked keeps its lock until a TS or a promotion's discard): a late
+       ``PUT_ACK`` of an aborted try is still true when the retry counts it.
 
-    **Retries keep** ``req``: a put is named by ``(client, req)`` in every try, so a try of
+    **Retries keep** ``req``: a put is named by ``(client, req)`` in every try (``client``:
+    :func:`cid_of`, address and port; a record's last-req map is keyed by :func:`who`, which
+    adds ``req``'s top 8 bits, the client thread's id), so a try of
     a put that already committed is recognised (``F_DONE``; the primary answers at once)
     and never applied twice; a resend of an old value after a newer write is the exact
     non-linearizable case NetLR's checker found. Gets take a new ``req`` per try (they are
@@ -186,6 +190,7 @@ NACK_AFTER = 0.03        # s after the last fragment of an incomplete put: NACK
 NACK_MAX = 600           # missing indexes per NACK
 ACK_TIMEOUT = 0.4        # s the primary waits for PUT_ACKs before ABORT
 TS_RESEND = 0.2          # s between TS re-sends to members that did not TS_ACK
+LOCK_TIMEOUT = 0.8       # s a member holds a put locked before it checks the primary
 ASSEMBLY_IDLE = 5.0      # s an incomplete reassembly is kept without a new fragment
 TICK = 0.01
 SYNC_BATCH = 40          # keys per SYNC_REPLY
@@ -420,6 +425,8 @@ class NiceCodec(ServerCodec):
         self.henv = None                 # the handoff LMDB environment
         self.asm = {}                    # (kind, client, req, key) -> Reassembly
         self.pending = {}                # key -> {(client, req): (size, part)}
+        self.locked_at = {}              # (key, client, req) -> monotonic (lock or last check)
+        self._checking = False
         self.waiting = {}                # key -> [(header, reply addr)]
         self.coord = {}                  # (key, client, req) -> _Put (as primary)
         self.assigned = {}               # key -> last ts this node assigned
@@ -479,6 +486,7 @@ class NiceCodec(ServerCodec):
                     client, req = _CR.unpack_from(k, 2 + KEY_LEN)
                     size = struct.unpack_from("!I", v)[0]
                     self.pending.setdefault(key, {})[(client, req)] = (size, None)
+                    self.locked_at[(key, client, req)] = time.monotonic()
 
     # ---- helpers ---------------------------------------------------------------------------
     def _count(self, name, n=1):
@@ -584,6 +592,7 @@ class NiceCodec(ServerCodec):
                 with self.server.env.begin(write=True) as txn:       # lock + log + store
                     txn.put(_pkey(key, client, req), struct.pack("!I", len(value)) + value)
                 self.pending.setdefault(key, {})[(client, req)] = (len(value), part)
+                self.locked_at[(key, client, req)] = time.monotonic()
                 self._count("nc_puts")
             if done:
                 self._count("nc_done")
@@ -700,6 +709,7 @@ class NiceCodec(ServerCodec):
         if (client, req) not in p:
             return False
         size, part = p.pop((client, req))
+        self.locked_at.pop((key, client, req), None)
         part = part if part is not None else self._part(key)
         env = self._env(part)
         pk = _pkey(key, client, req)
@@ -763,6 +773,7 @@ class NiceCodec(ServerCodec):
             cid = cid_of(h, addr)
             if (cid, h.req) in p:
                 p.pop((cid, h.req))
+                self.locked_at.pop((key, cid, h.req), None)
                 with self.server.env.begin(write=True) as txn:
                     txn.delete(_pkey(key, cid, h.req))
                 if not p:
@@ -826,6 +837,7 @@ class NiceCodec(ServerCodec):
     def _tick(self):
         now = time.monotonic()
         with self.lock:
+            self._check_locks(now)
             for ident, a in list(self.asm.items()):
                 if now - a.last > ASSEMBLY_IDLE:
                     del self.asm[ident]
@@ -867,6 +879,39 @@ class NiceCodec(ServerCodec):
                     self._send_ts(st, missing, unicast=True)
                     self._report(missing - st.reported)
                     st.reported |= missing
+
+    def _check_locks(self, now):
+        """(under lock) A put locked here for :data:`LOCK_TIMEOUT` s without its TS: ask its
+        primary (:data:`T_QUERY`, in a thread); no answer -> report the primary (the
+        secondaries' detection of a failed primary, paper section 4.4)."""
+        if self._checking or self.cfg is None:
+            return
+        stale = [x for x, t in self.locked_at.items() if now - t > LOCK_TIMEOUT]
+        if not stale:
+            return
+        prims = {}
+        for x in stale:
+            self.locked_at[x] = now                  # re-armed
+            part = self._part(x[0])
+            pr = self.cfg.parts.get(part, {}).get("primary")
+            if pr is not None and pr != self.cfg.node:
+                prims.setdefault(pr, x)
+        if not prims:
+            return
+        self._checking = True
+
+        def run():
+            try:
+                for pr, (k, cl, r) in prims.items():
+                    try:
+                        self.ask(self._node_addr(pr), T_QUERY, json.dumps(
+                            {"puts": [[k.hex(), cl, r]]}).encode(), timeout=0.2, tries=2)
+                    except (TimeoutError, KeyError):
+                        with self.lock:
+                            self._report({pr})
+            finally:
+                self._checking = False
+        threading.Thread(target=run, name="nice-lockcheck", daemon=True).start()
 
     def _report(self, nodes):
         for n in sorted(nodes):

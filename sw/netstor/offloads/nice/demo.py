@@ -44,8 +44,8 @@ from netstor.testbed.rack import port_mac
 from netstor.testbed.stats import format_stats
 from netstor.testbed.switch import _Stop, run_model_switch
 
-from .codec import (T_CATCHUP, T_CATCHUP_DONE, T_CONFIG, T_CONFIG_ACK, T_REPORT, head,
-                    ip_text, pack, unpack)
+from .codec import (T_CATCHUP, T_CATCHUP_DONE, T_CONFIG, T_CONFIG_ACK, T_PROMOTE,
+                    T_PROMOTE_DONE, T_REPORT, head, ip_text, pack, unpack)
 from .config import model_writes, section_of
 from .header import NICE_UDP_PORT, default_partition
 from .metadata import Metadata
@@ -232,6 +232,8 @@ class Controller:
         self.md = Metadata(section, clock=time.monotonic)
         self.log = []
         self.reports = []
+        self.promotions = []
+        self._seen = 0                 # metadata events handled
 
     def node_addr(self, n):
         a = self.md.state.nodes[n]
@@ -262,7 +264,28 @@ class Controller:
             if new:
                 failed = min(new)
                 self.push(f"down {failed} (reports)")
+                self.promote()
         return failed
+
+    def promote(self):
+        """The ``promote`` events since the last call: the new primary (its view already
+        names it) resolves the partition's locked puts (``T_PROMOTE``)."""
+        evs, self._seen = self.md.events[self._seen:], len(self.md.events)
+        for ev in evs:
+            if ev[0] != "promote":
+                continue
+            _, p, new, old = ev
+            out = hand_call(self.hand_sock, {"cmd": "send", "to": self.node_addr(new),
+                                             "op": T_PROMOTE,
+                                             "payload": json.dumps({"partition": p}),
+                                             "retry": 10.0, "timeout": 30.0}, 60.0)
+            if out["op"] != T_PROMOTE_DONE:
+                raise RuntimeError(f"promotion answered op {out['op']}")
+            res = json.loads(out["data"])
+            self.promotions.append(res)
+            self.log.append((time.monotonic(), f"promoted {new}: {res}"))
+            if not res.get("ok"):
+                raise RuntimeError(f"promotion of node {new} failed: {res}")
 
     def rejoin(self, node, *, settle=0.3, catch_up=True):
         fetch = self.md.rejoin(node)
@@ -443,6 +466,7 @@ def run_failover(rack, workdir, *, duration=5.0, kill_at=1.5, rejoin_at=3.2, key
         rack.stop_switch()
     out = verdict(results)
     out["catch_up"] = rep
+    out["promotions"] = ctl.promotions
     out["detect_s"] = round(ctl.log[1][0] - t_kill, 3) if len(ctl.log) > 1 else None
     states = replica_states(workdir, len(rack.servers))
     out["replica_objects"] = [len(s) for s in states]
