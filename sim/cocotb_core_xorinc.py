@@ -15,6 +15,7 @@ import random
 
 import cocotb
 import numpy as np
+from cocotb.triggers import ClockCycles
 
 from netstor.driver.tables import TableWriter
 from netstor.model.dataplane import DataplaneModel
@@ -41,7 +42,7 @@ class XiEnv(CoreEnv):
         self.model = DataplaneModel(self.pipeline, groups=self.mcast_mode)
         self.writer = TableWriter(self.pipeline)
 
-    async def setup(self, k=K, r=R):
+    async def setup(self, k=K, r=R, timeout=0):
         w = self.writer
         writes = []
         for ipa, mac, port in [CLIENT] + [(NODE_BASE + j, 0x020000000001 + j, 1)
@@ -51,11 +52,11 @@ class XiEnv(CoreEnv):
         # plain traffic's route (wire RX 0 -> wire TX 1)
         writes += w.lpm_add("l3.routes", 0x0A010000, 16, "route",
                             {"port": 1, "dmac": 0x0A0000000001, "smac": SW_MAC})
-        _plan, cw = model_writes(self.pipeline, section(k, r), writer=w)
-        # the core has no timeout memory (timeouts are not in the core path): only 0 is right
-        tmo = [x for x in cw if x[0] == "xi.engine.timeout"]
-        assert all(x[2] == 0 for x in tmo)
-        await self.apply(writes + [x for x in cw if x[0] != "xi.engine.timeout"])
+        # the engine's timeout is written like any memory (the core's xi.engine.timeout)
+        _plan, cw = model_writes(self.pipeline, dict(section(k, r), timeout=timeout), writer=w)
+        assert [x for x in cw if x[0] == "xi.engine.timeout"] == [("xi.engine.timeout", 0,
+                                                                   timeout)]
+        await self.apply(writes + cw)
 
     def pressure(self, busy):
         for q in range(2 * self.P):
@@ -195,3 +196,45 @@ async def test_netupdate(dut):
     want[3, :64] = new[3]
     assert np.array_equal(st[:K], want)
     assert np.array_equal(st[K:], ref_parity(want, R))
+
+
+@cocotb.test()
+async def test_timeout(dut):
+    """A nonzero timeout (the ``xorinc:`` section's, written to the core's
+    ``xi.engine.timeout`` as to the model's): a repair whose contributions never all arrive
+    (two helpers' PARTs, carrying other data) is freed by the core's scanner after the
+    timeout and counted (``xi.engine.timeouts`` 1 before any later packet; a repair that
+    completed meanwhile is not counted); the same repair sent again later starts from free
+    slots: its REPAIRED chunk equals the model's frame and galois' repair (with the stale
+    partial sums still live the two helpers would be duplicates and the sum wrong)."""
+    T = 3000
+    env = XiEnv(dut, seed=SEED + 2)
+    await env.reset()
+    await env.setup(timeout=T)
+    rng = random.Random(SEED + 2)
+    L, lost, opid, opid_ok = 1000, 1, 12, 13
+    hs = helpers(K + R, K, lost)
+    data = np.frombuffer(rng.randbytes(K * L), dtype=np.uint8).reshape(K, L)
+    stripe = np.vstack([data, ref_parity(data, R)])
+    junk = np.frombuffer(rng.randbytes((K + R) * L), dtype=np.uint8).reshape(K + R, L)
+    stale = [f for _k, f in part_frames(junk, lost, hs[:2], opid, L, size=512)]
+    whole = [f for _k, f in part_frames(stripe, lost, hs, opid_ok, L, size=512)]
+    for f in stale + whole:
+        await env.send(f, XI_IN, arrival=env.cycle)
+    await ClockCycles(dut.clk, 3 * T)
+    assert await env.csr.counter_read("xi.engine.timeouts") == 1
+    again = [f for _k, f in part_frames(stripe, lost, hs, opid, L, size=512)]
+    rng.shuffle(again)
+    for f in again:
+        await env.send(f, XI_IN, arrival=env.cycle)
+    await env.finish()
+    assert env.model.counters()["xi.engine.timeouts"] == 1
+    got = {}
+    for f, _u in env.received[0]:
+        h, d, _dport, _dst, ucs = parse_out(f)
+        if h.type == T_REPAIRED:
+            got.setdefault(h.opid, {})[h.off] = d
+    ref = bytes(ref_repair(stripe[:, :L], K, R, lost, hs))
+    for op in (opid, opid_ok):
+        chunk = b"".join(got[op][off] for off in sorted(got[op]))
+        assert chunk == ref, f"op {op}: repaired chunk differs from galois"

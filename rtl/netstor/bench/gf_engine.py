@@ -102,6 +102,10 @@ class _ShadowTop(Elaboratable):
         self.vin, self.phv_in = Signal(), Signal(lay.size)
         self.vout, self.phv_out = Signal(), Signal(lay.size)
         self.tap = Signal(64)
+        # the host's timeout (a one-word memory) and the scanner's event, as ports (else the
+        # timeout is a constant 0 and the scanner is optimised away)
+        self.t_req, self.t_we, self.t_wdata = Signal(), Signal(), Signal(32)
+        self.t_ack, self.t_rdata, self.event = Signal(), Signal(32), Signal(8)
         self.lay = lay
 
     def elaborate(self, platform):
@@ -117,6 +121,11 @@ class _ShadowTop(Elaboratable):
         m.d.comb += [self.vout.eq(v), self.phv_out.eq(p.as_value()),
                      self.tap.eq(Cat(t["valid"], t["run"], t["status"], t["op"], t["off"],
                                      t["coeff"], t["src"], t["need"], t["length"]))]
+        port = next(mi.port for mi in csr.memories if mi.name.endswith(".timeout"))
+        ev = self.el.timeout_event
+        m.d.comb += [port.req.eq(self.t_req), port.we.eq(self.t_we), port.addr.eq(0),
+                     port.wdata.eq(self.t_wdata), self.t_ack.eq(port.ack),
+                     self.t_rdata.eq(port.rdata), self.event.eq(Cat(ev["valid"], ev["op"]))]
         return m
 
 
@@ -185,7 +194,8 @@ def core_path(out_dir, cache, *, n_ops=64, chunk_beats=64, timeout=None):
            "ingress": _ingress_throughput(n_ops, chunk_beats)}
     sh = _ShadowTop(n_ops, chunk_beats)
     text = verilog.convert(sh, name="bench_gf_shadow", emit_src=False,
-                           ports=[sh.vin, sh.phv_in, sh.vout, sh.phv_out, sh.tap])
+                           ports=[sh.vin, sh.phv_in, sh.vout, sh.phv_out, sh.tap, sh.t_req,
+                                  sh.t_we, sh.t_wdata, sh.t_ack, sh.t_rdata, sh.event])
     r = run_yosys(text, "bench_gf_shadow",
                   Path(out_dir) / "synth_work" / "gf_shadow", timeout=timeout, cache_dir=cache)
     if r.get("ok"):

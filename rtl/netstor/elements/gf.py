@@ -254,9 +254,12 @@ class GFAccumulate(Element):
 
     def elaborate(self, m, pipeline, valid_in, phv_in, csr, *, prefix):
         """The header path's half: the status from a control shadow of the slots (latency
-        4); the data path (:class:`netstor.gateware.gf_path.GFIngress`, instantiated by the
-        data path for a pipeline with this element) runs ``GFEngine`` on the data beats.
-        Timeouts are not in the core path: no ``.timeout`` memory in the CSR map."""
+        3) and the timeout scanner (host memory ``.timeout``, counter ``.timeouts``); the
+        data path (:class:`netstor.gateware.gf_path.GFIngress`, instantiated by the data path
+        for a pipeline with this element) runs ``GFEngine`` on the data beats with the
+        shadow's generation of the op. ``.slots``, ``.ops`` and ``.expired`` are model
+        memories only (the core has no host view of the slots; the requester learns of a
+        timeout from its own timer, ``docs/xorinc.md``)."""
         from netstor.gateware.gf_path import build_accumulate
         return build_accumulate(self, m, pipeline, valid_in, phv_in, csr, prefix)
 

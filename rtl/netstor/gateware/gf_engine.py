@@ -53,6 +53,12 @@ the pipeline (s0..s3 and the two cycles after, so no update races the decision),
 generation advanced and its open count cleared (every slot of the old generation reads free),
 ``to_valid`` pulses. A tick is ``2 ** tick_shift`` clocks.
 
+``ext_gen=True`` (the core's frame path, :class:`netstor.gateware.gf_path.GFIngress`): the
+beat's generation is ``i_gen`` (given with the beat by the header path's control shadow,
+which runs the timeout scanner; its ``timeout`` is then unused) instead of the op's own.
+Either way a word forwarded from W, H1 or H2 is live only when its generation is the
+reader's, so a slot freed between two beats 1-3 cycles apart reads free.
+
 Data registers are ``reset_less``; valid/control registers and the per-op state reset.
 """
 from __future__ import annotations
@@ -130,12 +136,14 @@ def _xor(terms):
 class GFEngine(wiring.Component):
     """The engine (module docstring)."""
 
-    def __init__(self, n_ops=64, chunk_beats=64, gen_bits=8, tick_shift=10, lanes=LANES):
+    def __init__(self, n_ops=64, chunk_beats=64, gen_bits=8, tick_shift=10, lanes=LANES,
+                 ext_gen=False):
         for v, what in ((n_ops, "n_ops"), (chunk_beats, "chunk_beats")):
             if v < 2 or v & (v - 1):
                 raise ValueError(f"{what} must be a power of 2 >= 2, got {v}")
         self.n_ops, self.chunk_beats = n_ops, chunk_beats
         self.gen_bits, self.tick_shift, self.lanes = gen_bits, tick_shift, lanes
+        self.ext_gen = ext_gen
         self.op_bits = (n_ops - 1).bit_length()
         self.off_bits = (chunk_beats - 1).bit_length()
         self.word_bits = 8 * lanes + 16 + NEED_BITS + gen_bits
@@ -144,6 +152,7 @@ class GFEngine(wiring.Component):
             "i_valid": In(1), "i_op": In(ob), "i_off": In(fb), "i_coeff": In(8),
             "i_src": In(SRC_BITS), "i_need": In(NEED_BITS), "i_keep": In(lanes),
             "i_data": In(8 * lanes), "i_first": In(1), "i_last": In(1), "timeout": In(16),
+            "i_gen": In(gen_bits),
             "o_valid": Out(1), "o_op": Out(ob), "o_off": Out(fb), "o_keep": Out(lanes),
             "o_first": Out(1), "o_last": Out(1), "o_done": Out(1), "o_dup": Out(1),
             "o_bad": Out(1), "o_data": Out(8 * lanes),
@@ -187,6 +196,14 @@ class GFEngine(wiring.Component):
 
         # per-op state (flip-flops)
         gens = Array(Signal(gb, name=f"gen{i}") for i in range(self.n_ops))
+        # the beat's generation: the op's (own scanner) or the one given with the beat
+        gen1 = Signal(gb, name="gen1")
+        if self.ext_gen:
+            ig1 = dreg("i_gen1", gb)
+            m.d.sync += ig1.eq(self.i_gen)
+            m.d.comb += gen1.eq(ig1)
+        else:
+            m.d.comb += gen1.eq(gens[op1])
         opens = [Signal(range(self.chunk_beats + 1), name=f"open{i}") for i in range(self.n_ops)]
         stamps = [Signal(16, name=f"stamp{i}") for i in range(self.n_ops)]
 
@@ -194,14 +211,14 @@ class GFEngine(wiring.Component):
         w_we = Signal(name="w_we")
         w_addr, w_word = dreg("w_addr", ab), dreg("w_word", self.word_bits)
         w_live = dreg("w_live")                 # W's word has count != 0 (did not complete)
-        h1_live, h2_live = dreg("h1_live"), dreg("h2_live")
+        h1_live = dreg("h1_live")
         h1_we, h2_we = Signal(name="h1_we"), Signal(name="h2_we")
         h1_addr, h2_addr = dreg("h1_addr", ab), dreg("h2_addr", ab)
         h1_word, h2_word = dreg("h1_word", self.word_bits), dreg("h2_word", self.word_bits)
         m.d.comb += [wp.en.eq(w_we), wp.addr.eq(w_addr), wp.data.eq(w_word)]
         m.d.sync += [h1_we.eq(w_we), h1_addr.eq(w_addr), h1_word.eq(w_word),
                      h2_we.eq(h1_we), h2_addr.eq(h1_addr), h2_word.eq(h1_word),
-                     h1_live.eq(w_live), h2_live.eq(h1_live)]
+                     h1_live.eq(w_live)]
 
         # ---- s2 (C) ---------------------------------------------------------------------------
         v2 = Signal(name="v2")
@@ -211,15 +228,21 @@ class GFEngine(wiring.Component):
         keep2, first2, last2 = dreg("keep2", L), dreg("first2"), dreg("last2")
         gen2, d2 = dreg("gen2", gb), dreg("rdata2", self.word_bits)
         m_w, hit_1, hit_2 = dreg("m_w"), dreg("hit_h1"), dreg("hit_h2")
+        hl_1, hl_2 = dreg("live_h1"), dreg("live_h2")
         addr2 = Cat(off2, op2)
         m.d.sync += [v2.eq(v1), op2.eq(op1), off2.eq(off1), bad2.eq(need1 == 0),
                      need_m1.eq(need1 - 1), need_is1.eq(need1 == 1),
                      src_oh2.eq(Const(1, 16) << src1), keep2.eq(keep1), first2.eq(first1),
-                     last2.eq(last1), gen2.eq(gens[op1]), d2.eq(rp.data),
+                     last2.eq(last1), gen2.eq(gen1), d2.eq(rp.data),
                      # the read (end of s0) missed the W writes of cycles s0, s1, s2; in s2
-                     # they are H2, H1 and W (W's occupant then is the beat now in C)
-                     m_w.eq(addr2 == addr1), hit_1.eq(w_we & (w_addr == addr1)),
-                     hit_2.eq(h1_we & (h1_addr == addr1))]
+                     # they are H2, H1 and W (W's occupant then is the beat now in C). A
+                     # forwarded word is live only in the reader's generation (a slot freed
+                     # by a timeout between two beats reads free).
+                     m_w.eq((addr2 == addr1) & (gen2 == gen1)),
+                     hit_1.eq(w_we & (w_addr == addr1)),
+                     hit_2.eq(h1_we & (h1_addr == addr1)),
+                     hl_1.eq(w_live & (w_word[-gb:] == gen1)),
+                     hl_2.eq(h1_live & (h1_word[-gb:] == gen1))]
         # Two candidates for the slot's old word, computed side by side and chosen last by a
         # registered select: W (the beat just before, on this slot: the one-cycle loop; its
         # liveness is a register, its generation is ours as no timeout fires while beats of
@@ -238,7 +261,7 @@ class GFEngine(wiring.Component):
         live_d = Signal(name="live_ram")
         m.d.comb += live_d.eq((r_gen == gen2) & (r_count != 0))
         old_live = Signal(name="older_live")
-        m.d.comb += old_live.eq(Mux(hit_1, h1_live, Mux(hit_2, h2_live, live_d)))
+        m.d.comb += old_live.eq(Mux(hit_1, hl_1, Mux(hit_2, hl_2, live_d)))
         old_seen = Mux(hit_1, h1f[1], Mux(hit_2, h2f[1], r_seen))
         old_count = Mux(hit_1, h1f[2], Mux(hit_2, h2f[2], r_count))
         old_acc = Mux(hit_1, h1f[0], Mux(hit_2, h2f[0], r_acc))
@@ -306,7 +329,8 @@ class GFEngine(wiring.Component):
         m.d.comb += busy.eq(_any([(self.i_valid, self.i_op), (v1, op1), (v2, op2), (v3, op3),
                                   (v4, op4), (v5, op5)], t2_op))
         fire = Signal(name="fire")
-        m.d.comb += fire.eq(t2_open & (self.timeout != 0) & (t2_age > self.timeout) & ~busy)
+        m.d.comb += fire.eq(t2_open & (self.timeout != 0) & (t2_age > self.timeout) & ~busy
+                            & Const(int(not self.ext_gen), 1))
         m.d.sync += [self.to_valid.eq(fire), self.to_op.eq(t2_op)]
 
         for i in range(self.n_ops):

@@ -2,13 +2,26 @@
 :class:`~.gf_engine.GFEngine` between a program's header logic and the frame's beats.
 
 * :func:`build_accumulate` (the element ``GFAccumulate`` in the header path, latency
-  :data:`ACC_LATENCY`): the packet's *status* (absorbed / done / dup / split / bad /
+  :data:`ACC_LATENCY` = 3): the packet's *status* (absorbed / done / dup / split / bad /
   misaligned, ``netstor.elements.gf``) from a control shadow of the slots: per slot the
-  ``seen`` set and the ``count`` (21 bits), in 16 banks interleaved by the slot's offset mod 16,
-  so the <= 16 slots of one packet are 16 reads and 16 writes in one cycle (one PHV per clock).
-  Each bank is the register banks' pipelined read-modify-write with forwarding (W, H1, H2):
-  back-to-back packets on one slot each see the one before. The program decides on the status
-  (drop, rewrite, copy group) in the stages after it, as the model does.
+  ``seen`` set, the ``count`` and the generation (29 bits), in 16 banks interleaved by the
+  slot's offset mod 16, so the <= 16 slots of one packet are 16 reads and 16 writes in one
+  cycle (one PHV per clock). Each bank is a pipelined read-modify-write: c0 addresses the RAM,
+  c1 updates from its word (the RAM's read latch, no output register) with forwarding from W
+  (the packet one cycle ahead: the one-cycle loop) and H1 (two ahead, written on the edge the
+  read happens on), c2 registers the per-beat decisions and forms the status, c3 the PHV
+  leaves: back-to-back packets on one slot each see the one before. The program decides on
+  the status (drop, rewrite, copy group) in the stages after it, as the model does.
+  Timeouts: per op a generation (a slot of an older one reads free), its open-slot count and
+  the time of its last packet; a scanner visits one op a clock and frees an op with open
+  slots whose last packet is more than ``<el>.timeout`` cycles old (a host memory of one
+  word, the model's; 0: never): generation + 1, counted (``.timeouts``), one pulse on
+  ``el.timeout_event``. The model frees an op at the first packet that finds it more than
+  ``timeout`` after its last; the scanner does so between ``timeout + 1`` and ``timeout +
+  n_ops + 6`` cycles after it (its visit, the 3-cycle read and the packets still in
+  flight), so a packet of the op arriving in that window finds the slot still live in the
+  RTL, freed in the model. The engine takes the generation with each packet (the tap), so
+  its slots are freed with the shadow's.
 * :class:`GFIngress` (in the frame path, before the copy lane's store): the frame's beats
   delayed to meet the element's decision (its *tap*, :data:`ACC_LATENCY` cycles after the
   element's input), then the data beats (frame byte 128 on, beat 2 on) through ``GFEngine``
@@ -19,14 +32,10 @@
 * :class:`GFScaleBeats` (in the copy lane, in front of the deparser): each copy's data bytes
   multiplied by the copy's coefficient (``GFScale``, after the egress elements), latency
   :data:`SCALE_LATENCY`.
-
-Not in the core path (yet): the engine's timeouts (the model's ``xi.engine.timeout``: the
-shadow has no generations, so a nonzero timeout is refused by the core's CSR map, which has
-no such memory).
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -37,31 +46,48 @@ from .kit import HwEnv, target
 __all__ = ["build_accumulate", "GFIngress", "GFScaleBeats", "ACC_LATENCY", "SCALE_LATENCY",
            "BANKS", "DATA_BEAT"]
 
-#: the element's latency in the header path (c0 addresses, c1 RAM latch, c2 update, c3 the
-#: per-beat decisions registered, c4 the status in the PHV)
-ACC_LATENCY = 4
+#: the element's latency in the header path (c0 addresses, c1 RAM word and update, c2 the
+#: per-beat decisions registered and the status, c3 the PHV leaves)
+ACC_LATENCY = 3
 #: the egress scale's latency on the copy's beats (multiplier 2, the byte select 1)
 SCALE_LATENCY = MUL_LATENCY + 1
 BANKS = 16
 DATA_BEAT = 2                      # frame byte 128 = beat 2
-SEEN, COUNT = 16, 5
-CTL_BITS = SEEN + COUNT
+SEEN, COUNT, GEN = 16, 5, 8
+CTL_BITS = SEEN + COUNT + GEN
+#: cycles after the scanner's read in which a packet of the op it visits may still change
+#: the op's state (c0..c3 of the packets and the two cycles the read is older than the
+#: decision): the scanner does not free an op with a packet in them
+SCAN_GUARD = 6
 
 # status values (netstor.elements.gf)
 ST_NONE, ST_ABSORBED, ST_DONE, ST_DUP, ST_BAD, ST_MISALIGNED, ST_SPLIT = range(7)
 
 
-def _const_lt(value, k):
-    """``value < k`` for a constant ``k`` (unsigned)."""
-    return value < k
+def _popcount(m, bits, name):
+    """The number of ones of ``bits`` (a balanced adder tree)."""
+    terms = [b for b in bits]
+    k = 0
+    while len(terms) > 1:
+        nxt = []
+        for i in range(0, len(terms) - 1, 2):
+            s = Signal(len(terms[i]) + 1, name=f"{name}_{k}")
+            k += 1
+            m.d.comb += s.eq(terms[i] + terms[i + 1])
+            nxt.append(s)
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+    return terms[0]
 
 
 def build_accumulate(el, m, pipeline, valid_in, phv_in, csr, prefix):
     """The header-path half of ``GFAccumulate`` ``el`` (module docstring). Returns
     ``(valid_out, phv_out, latency)``; sets ``el.payload_tap`` (a dict of signals valid
     :data:`ACC_LATENCY` cycles after the element's input: ``valid``, ``run`` (the engine
-    takes the packet's data beats), ``status``, ``op``, ``off``, ``coeff``, ``src``,
-    ``need``, ``length``)."""
+    takes the packet's data beats), ``status``, ``op`` (the op id with the op's generation
+    above it, :data:`GEN` bits), ``off``, ``coeff``, ``src``, ``need``, ``length``) and
+    ``el.timeout_event`` (``valid``, ``op``: an op freed by the timeout scanner, one pulse)."""
     n_ops, cb, maxb = el.n_ops, el.chunk_beats, el.max_beats
     if cb % BANKS or cb & (cb - 1) or n_ops & (n_ops - 1):
         raise ValueError(f"{el.qualname}: the core path needs chunk_beats a power of 2 and a "
@@ -84,6 +110,24 @@ def build_accumulate(el, m, pipeline, valid_in, phv_in, csr, prefix):
         return Signal(data.StructLayout(pipeline.phv.layout()), name=f"{prefix}_{name}",
                       reset_less=True)
 
+    # ---- per-op state: generation (slots of older generations read free), open slots,
+    # the time of the op's last packet; the host's timeout -----------------------------------
+    gens = Array(Signal(GEN, name=f"{prefix}_gen{i}") for i in range(n_ops))
+    opens = Array(Signal(range(cb + 1), name=f"{prefix}_open{i}") for i in range(n_ops))
+    stamps = Memory(shape=32, depth=n_ops, init=[])
+    m.submodules[f"{prefix}_stamps"] = stamps
+    st_rp, st_wp = stamps.read_port(), stamps.write_port()
+    now = Signal(32, name=f"{prefix}_now")
+    m.d.sync += now.eq(now + 1)
+    tmo = Signal(32, init=el.timeout, name=f"{prefix}_timeout")
+    tport = csr.memory(f"{q}.timeout", 32, 1,
+                       doc=f"{q}: cycles after an operation's last packet after which its "
+                           "open slots are freed (0: never)")
+    m.d.comb += tport.rdata.eq(tmo)
+    m.d.sync += tport.ack.eq(tport.req & ~tport.ack)
+    with m.If(tport.req & tport.we & ~tport.ack):
+        m.d.sync += tmo.eq(tport.wdata)
+
     # ---- c0: the arguments, the range checks, the 16 banks' addresses -----------------------
     env0 = HwEnv(pipeline, phv_in)
     a_op, a_off, a_coeff, a_src, a_need, a_len, vlan, ver_ihl, pkt_len, _arr = [
@@ -99,6 +143,8 @@ def build_accumulate(el, m, pipeline, valid_in, phv_in, csr, prefix):
     ok = Signal(name=f"{prefix}_ok0")
     m.d.comb += ok.eq((length != 0) & (nb <= maxb) & (a_off + nb <= cb) & (a_op < n_ops)
                       & (a_src < 16) & (a_need != 0) & (a_need <= 31))
+    go0 = Signal(name=f"{prefix}_go0")
+    m.d.comb += go0.eq(when0 & aligned & ok)
     off_lo = a_off[:4]
     addrs, lane_act = [], []
     for b in range(BANKS):
@@ -115,134 +161,196 @@ def build_accumulate(el, m, pipeline, valid_in, phv_in, csr, prefix):
         m.d.comb += act.eq(i_b < nb)
         lane_act.append(act)
 
-    # ---- c1 ---------------------------------------------------------------------------------
+    # ---- c1: the RAM words; the update --------------------------------------------------------
     v1, go1 = ctl("v1"), ctl("go1")
     when1, mis1, bad1 = dreg("when1"), dreg("mis1"), dreg("bad1")
     nb1 = dreg("nb1", 5)
-    src_oh1, need_m1, need_is1 = dreg("src_oh1", 16), dreg("need_m1", 5), dreg("need_is1")
+    src_oh1, need_is1 = dreg("src_oh1", 16), dreg("need_is1")
     lact1 = dreg("lact1", BANKS)
+    gen1 = dreg("gen1", GEN)
+    ge1 = dreg("ge1", 1 << COUNT)          # ge1[c]: a slot of count c completes (c >= need-1)
     phv1 = phv_reg("phv1")
     args_l = [("op", a_op[:ob], ob), ("off", a_off[:fb], fb), ("coeff", a_coeff[:8], 8),
               ("src", a_src[:4], 4), ("need", a_need[:5], 5), ("length", length, 16)]
     args1 = {n: dreg(f"{n}1", w) for n, _, w in args_l}
-    m.d.sync += [v1.eq(valid_in), go1.eq(when0 & aligned & ok), when1.eq(when0),
+    m.d.sync += [v1.eq(valid_in), go1.eq(go0), when1.eq(when0),
                  mis1.eq(~aligned), bad1.eq(aligned & ~ok), nb1.eq(nb[:5]),
-                 src_oh1.eq(Const(1, 16) << a_src[:4]), need_m1.eq(a_need[:5] - 1),
-                 need_is1.eq(a_need[:5] == 1), lact1.eq(Cat(*lane_act)), phv1.eq(phv_in)]
+                 src_oh1.eq(Const(1, 16) << a_src[:4]),
+                 need_is1.eq(a_need[:5] == 1), lact1.eq(Cat(*lane_act)), phv1.eq(phv_in),
+                 gen1.eq(gens[a_op[:ob]]),
+                 ge1.eq(Cat(*[Const(c + 1, COUNT + 1) >= a_need[:5]
+                              for c in range(1 << COUNT)]))]
     m.d.sync += [args1[n].eq(s) for n, s, _ in args_l]
 
-    # ---- c2 ---------------------------------------------------------------------------------
-    v2, go2 = ctl("v2"), ctl("go2")
-    when2, mis2, bad2 = dreg("when2"), dreg("mis2"), dreg("bad2")
-    nb2 = dreg("nb2", 5)
-    src_oh2, need_m2, need_is2 = dreg("src_oh2", 16), dreg("need_m2", 5), dreg("need_is2")
-    lact2 = dreg("lact2", BANKS)
-    phv2 = phv_reg("phv2")
-    args2 = {n: dreg(f"{n}2", w) for n, _, w in args_l}
-    m.d.sync += [v2.eq(v1), go2.eq(go1), when2.eq(when1), mis2.eq(mis1), bad2.eq(bad1),
-                 nb2.eq(nb1), src_oh2.eq(src_oh1), need_m2.eq(need_m1), need_is2.eq(need_is1),
-                 lact2.eq(lact1), phv2.eq(phv1)]
-    m.d.sync += [args2[n].eq(args1[n]) for n, _, _ in args_l]
-
-    done_b, dup_b = [], []
+    done_b, dup_b, live_b = [], [], []
     for b in range(BANKS):
         p = f"{prefix}_b{b}"
         mem = Memory(shape=CTL_BITS, depth=bank_depth, init=[])
         m.submodules[f"{p}_ctl"] = mem
         rp, wp = mem.read_port(), mem.write_port()
         m.d.comb += [rp.addr.eq(addrs[b]), rp.en.eq(1)]
+        # W: the write of the packet one cycle ahead (written at the end of its c2); H1: the
+        # one two cycles ahead (written at the end of our c0, the edge our read happens on,
+        # so the RAM word misses it); three ahead is in the RAM word
         w_we = Signal(name=f"{p}_w_we")
         w_addr, w_word = dreg(f"b{b}_w_addr", ab), dreg(f"b{b}_w_word", CTL_BITS)
-        h1_we = Signal(name=f"{p}_h1_we")
-        h1_addr, h1_word = dreg(f"b{b}_h1_addr", ab), dreg(f"b{b}_h1_word", CTL_BITS)
+        w_live = dreg(f"b{b}_w_live")
+        h1_live = dreg(f"b{b}_h1_live")
+        h1_word = dreg(f"b{b}_h1_word", CTL_BITS)
         m.d.comb += [wp.en.eq(w_we), wp.addr.eq(w_addr), wp.data.eq(w_word)]
-        m.d.sync += [h1_we.eq(w_we), h1_addr.eq(w_addr), h1_word.eq(w_word)]
-        # c1: the RAM's output latch; the forwarding compares (the read at the end of c0
-        # missed the writes of the W slot in cycles c0, c1, c2: in c2 they are H2, H1, W)
+        m.d.sync += [h1_word.eq(w_word), h1_live.eq(w_live)]
+        # c0 -> c1: the forwarding compares (W's occupant in our c1 is the packet now in c1,
+        # H1's the one now in W)
         addr1 = dreg(f"b{b}_addr1", ab)
-        addr2 = dreg(f"b{b}_addr2", ab)
-        m.d.sync += [addr1.eq(addrs[b]), addr2.eq(addr1)]
-        we2 = Signal(name=f"{p}_we2")
-        m_w, use_fwd = Signal(name=f"{p}_m_w"), Signal(name=f"{p}_use_fwd")
-        fwd = dreg(f"b{b}_fwd", CTL_BITS)
-        hit_1 = w_we & (w_addr == addr1)
-        hit_2 = h1_we & (h1_addr == addr1)
-        m.d.sync += [m_w.eq(we2 & (addr2 == addr1)), use_fwd.eq(hit_1 | hit_2),
-                     fwd.eq(Mux(hit_1, w_word, h1_word))]
-        d2 = dreg(f"b{b}_rdata2", CTL_BITS)
-        m.d.sync += d2.eq(rp.data)
-        # c2: old = newest of W, H1, H2, RAM; the beat's decision
-        older = Signal(CTL_BITS, name=f"{p}_older")
-        m.d.comb += older.eq(Mux(use_fwd, fwd, d2))
-        old = Signal(CTL_BITS, name=f"{p}_old")
-        m.d.comb += old.eq(Mux(m_w, w_word, older))
-        seen, count = old[:SEEN], old[SEEN:]
-        live = count != 0
-        dup = Signal(name=f"{p}_dup")
-        done = Signal(name=f"{p}_done")
-        m.d.comb += [dup.eq(live & (seen & src_oh2).any()),
-                     done.eq(~dup & Mux(live, count >= need_m2, need_is2))]
-        new = Signal(CTL_BITS, name=f"{p}_new")
-        m.d.comb += new.eq(Mux(done, 0, Cat(Mux(live, seen, 0) | src_oh2,
-                                            Mux(live, count + 1, 1)[:COUNT])))
-        m.d.comb += we2.eq(go2 & lact2[b] & ~dup)
-        # c3 (W): the write
-        m.d.sync += [w_we.eq(we2), w_addr.eq(addr2), w_word.eq(new)]
+        m_w, hit_1 = dreg(f"b{b}_m_w"), dreg(f"b{b}_hit_h1")
+        m.d.sync += [addr1.eq(addrs[b]), m_w.eq(addr1 == addrs[b]),
+                     hit_1.eq(w_we & (w_addr == addrs[b]))]
+        # c1: the RAM word (the read latch) and its liveness in our generation
+        rd = rp.data
+        ram_live = Signal(name=f"{p}_ram_live")
+        m.d.comb += ram_live.eq((rd[SEEN + COUNT:] == gen1) & (rd[SEEN:SEEN + COUNT] != 0))
+
+        def update(live, seen, count, tag):
+            # shallow on purpose (the W loop): "count >= need - 1" is a table lookup by the
+            # count (ge1, per packet), the count + 1 bit by bit
+            dup_ = Signal(name=f"{p}_{tag}_dup")
+            done_ = Signal(name=f"{p}_{tag}_done")
+            ge_ = Signal(name=f"{p}_{tag}_ge")
+            inc_ = Signal(COUNT, name=f"{p}_{tag}_inc")
+            new_ = Signal(SEEN + COUNT, name=f"{p}_{tag}_new")
+            m.d.comb += [ge_.eq(ge1.bit_select(count, 1)),
+                         inc_.eq(Cat(*[count[i] ^ Cat(*[count[j] for j in range(i)]).all()
+                                       if i else ~count[0] for i in range(COUNT)])),
+                         dup_.eq(live & (seen & src_oh1).any()),
+                         done_.eq(~dup_ & Mux(live, ge_, need_is1)),
+                         new_.eq(Mux(done_, 0, Cat(Mux(live, seen, 0) | src_oh1,
+                                                  Mux(live, inc_, 1))))]
+            return dup_, done_, new_
+
+        # three candidates side by side (W's: the one-cycle loop; H1's; the RAM word's, whose
+        # generation check is the deepest input), chosen last by registered selects
+        c_w = update(w_live, w_word[:SEEN], w_word[SEEN:SEEN + COUNT], "cw")
+        c_h = update(h1_live, h1_word[:SEEN], h1_word[SEEN:SEEN + COUNT], "ch")
+        c_r = update(ram_live, rd[:SEEN], rd[SEEN:SEEN + COUNT], "cr")
+        sel_w = Signal(name=f"{p}_sel_w")
+        m.d.comb += sel_w.eq(m_w & w_we)
+
+        def pick(w_, h_, r_):
+            return Mux(sel_w, w_, Mux(hit_1, h_, r_))
+
+        live, dup, done = (Signal(name=f"{p}_{n}") for n in ("live", "dup", "done"))
+        new = Signal(SEEN + COUNT, name=f"{p}_new")
+        m.d.comb += [live.eq(pick(w_live, h1_live, ram_live)),
+                     dup.eq(pick(c_w[0], c_h[0], c_r[0])),
+                     done.eq(pick(c_w[1], c_h[1], c_r[1])), new.eq(pick(c_w[2], c_h[2], c_r[2]))]
+        we1 = Signal(name=f"{p}_we1")
+        m.d.comb += we1.eq(go1 & lact1[b] & ~dup)
+        # c2 (W): the write
+        m.d.sync += [w_we.eq(we1), w_addr.eq(addr1), w_word.eq(Cat(new, gen1)),
+                     w_live.eq(~done)]
         done_b.append(done)
         dup_b.append(dup)
+        live_b.append(live)
 
-    # ---- c3: the per-beat decisions registered; the status ----------------------------------
-    v3, go3 = ctl("v3"), ctl("go3")
-    when3, mis3, bad3 = dreg("when3"), dreg("mis3"), dreg("bad3")
-    nb3 = dreg("nb3", 5)
-    lact3, done3, dup3 = dreg("lact3", BANKS), dreg("done3", BANKS), dreg("dup3", BANKS)
-    phv3 = phv_reg("phv3")
-    args3 = {n: dreg(f"{n}3", w) for n, _, w in args_l}
-    m.d.sync += [v3.eq(v2), go3.eq(go2), when3.eq(when2), mis3.eq(mis2), bad3.eq(bad2),
-                 nb3.eq(nb2), lact3.eq(lact2), done3.eq(Cat(*done_b)), dup3.eq(Cat(*dup_b)),
-                 phv3.eq(phv2)]
-    m.d.sync += [args3[n].eq(args2[n]) for n, _, _ in args_l]
-    all_done = ((done3 | ~lact3) == (1 << BANKS) - 1)
-    all_dup = ((dup3 | ~lact3) == (1 << BANKS) - 1)
-    none = ~((done3 | dup3) & lact3).any()
-    status = Signal(3, name=f"{prefix}_status3")
+    # ---- c2: the per-beat decisions registered; the status ----------------------------------
+    v2, go2 = ctl("v2"), ctl("go2")
+    when2, mis2, bad2 = dreg("when2"), dreg("mis2"), dreg("bad2")
+    nb2 = dreg("nb2", 5)
+    lact2, done2, dup2 = dreg("lact2", BANKS), dreg("done2", BANKS), dreg("dup2", BANKS)
+    live2 = dreg("live2", BANKS)
+    gen2 = dreg("gen2", GEN)
+    phv2 = phv_reg("phv2")
+    args2 = {n: dreg(f"{n}2", w) for n, _, w in args_l}
+    m.d.sync += [v2.eq(v1), go2.eq(go1), when2.eq(when1), mis2.eq(mis1), bad2.eq(bad1),
+                 nb2.eq(nb1), lact2.eq(lact1), done2.eq(Cat(*done_b)), dup2.eq(Cat(*dup_b)),
+                 live2.eq(Cat(*live_b)), gen2.eq(gen1),
+                 phv2.eq(phv1)]
+    m.d.sync += [args2[n].eq(args1[n]) for n, _, _ in args_l]
+    all_done = ((done2 | ~lact2) == (1 << BANKS) - 1)
+    all_dup = ((dup2 | ~lact2) == (1 << BANKS) - 1)
+    none = ~((done2 | dup2) & lact2).any()
+    status = Signal(3, name=f"{prefix}_status2")
     m.d.comb += status.eq(
-        Mux(~when3, ST_NONE, Mux(mis3, ST_MISALIGNED, Mux(bad3, ST_BAD,
+        Mux(~when2, ST_NONE, Mux(mis2, ST_MISALIGNED, Mux(bad2, ST_BAD,
             Mux(all_done, ST_DONE, Mux(all_dup, ST_DUP, Mux(none, ST_ABSORBED, ST_SPLIT)))))))
     nxt = Signal(data.StructLayout(pipeline.phv.layout()), name=f"{prefix}_next")
-    m.d.comb += nxt.eq(phv3)
-    with m.If(when3):
+    m.d.comb += nxt.eq(phv2)
+    with m.If(when2):
         m.d.comb += target(pipeline, nxt, el.status.name).eq(status)
-        with m.If(go3 & all_done):
+        with m.If(go2 & all_done):
             m.d.comb += target(pipeline, nxt, "udp.csum").eq(0)
     # counters (the model's names; a counter counts one cycle after its event)
     ev = {"absorbed": ST_ABSORBED, "done": ST_DONE, "dup": ST_DUP, "bad": ST_BAD,
           "misaligned": ST_MISALIGNED, "split": ST_SPLIT}
     for name, st in ev.items():
         c = csr.counter(f"{q}.{name}", doc=f"{q}: packets {name} (the engine's status)")
-        m.d.comb += c.eq(v3 & when3 & (status == st))
+        m.d.comb += c.eq(v2 & when2 & (status == st))
     beats = csr.counter(f"{q}.beats", 5, doc=f"{q}: data beats the engine took")
-    m.d.comb += beats.eq(Mux(v3 & go3, nb3, 0))
-    timeouts = csr.counter(f"{q}.timeouts",
-                           doc=f"{q}: operations freed by a timeout (not in the core path: 0)")
-    m.d.comb += timeouts.eq(0)
+    m.d.comb += beats.eq(Mux(v2 & go2, nb2, 0))
+    # slots the packet opened (written, not done, was free) and closed (done, was live): the
+    # op's open count
+    open2 = Signal(BANKS, name=f"{prefix}_open2")
+    close2 = Signal(BANKS, name=f"{prefix}_close2")
+    m.d.comb += [open2.eq(Mux(go2, lact2 & ~dup2 & ~done2 & ~live2, 0)),
+                 close2.eq(Mux(go2, lact2 & done2 & live2, 0))]
+    n_open, n_close = _popcount(m, open2, f"{prefix}_nopen"), _popcount(m, close2,
+                                                                       f"{prefix}_nclose")
 
-    # ---- c4: the PHV leaves; the tap ----------------------------------------------------------
-    v4, phv4 = ctl("valid"), phv_reg("phv")
-    run4, st4 = ctl("run4"), dreg("status4", 3)
-    args4 = {n: dreg(f"{n}4", w) for n, _, w in args_l}
-    m.d.sync += [v4.eq(v3), phv4.eq(nxt), run4.eq(v3 & go3), st4.eq(status)]
-    m.d.sync += [args4[n].eq(args3[n]) for n, _, _ in args_l]
-    el.payload_tap = dict(valid=v4, run=run4, status=st4, **args4)
+    # ---- c3: the PHV leaves; the tap; the op's state updated ---------------------------------
+    v3, phv3 = ctl("valid"), phv_reg("phv")
+    run3, st3, gen3 = ctl("run3"), dreg("status3", 3), dreg("gen3", GEN)
+    upd3 = ctl("upd3")
+    nopen3, nclose3 = dreg("nopen3", 5), dreg("nclose3", 5)
+    args3 = {n: dreg(f"{n}3", w) for n, _, w in args_l}
+    m.d.sync += [v3.eq(v2), phv3.eq(nxt), run3.eq(v2 & go2), st3.eq(status), gen3.eq(gen2),
+                 upd3.eq(v2 & go2), nopen3.eq(n_open), nclose3.eq(n_close)]
+    m.d.sync += [args3[n].eq(args2[n]) for n, _, _ in args_l]
+    op3 = args3["op"]
+    el.payload_tap = dict(valid=v3, run=run3, status=st3, **args3)
+    el.payload_tap["op"] = Cat(op3, gen3)
     el.payload_tap_latency = ACC_LATENCY
-    return v4, phv4, ACC_LATENCY
+    m.d.comb += [st_wp.en.eq(upd3), st_wp.addr.eq(op3), st_wp.data.eq(now)]
+
+    # ---- the timeout scanner: one op a clock. T0 reads its open count and (the RAM's read
+    # port) its stamp, T1 its age, T2 decides: free it (generation + 1, no open slot) when it
+    # has open slots, its last packet is more than ``timeout`` cycles old and none of its
+    # packets is in c0..c3 nor was in c3 since T0 (their updates would race the decision) --
+    scan = Signal(ob, name=f"{prefix}_scan")
+    m.d.sync += scan.eq(scan + 1)
+    m.d.comb += [st_rp.addr.eq(scan), st_rp.en.eq(1)]
+    t1_op, t1_open = dreg("t1_op", ob), ctl("t1_open")
+    m.d.sync += [t1_op.eq(scan), t1_open.eq(opens[scan] != 0)]
+    t2_op, t2_open, t2_age = dreg("t2_op", ob), ctl("t2_open"), dreg("t2_age", 32)
+    m.d.sync += [t2_op.eq(t1_op), t2_open.eq(t1_open), t2_age.eq(now - st_rp.data)]
+    v4, v5 = ctl("upd4"), ctl("upd5")
+    op4, op5 = dreg("op4", ob), dreg("op5", ob)
+    m.d.sync += [v4.eq(upd3), op4.eq(op3), v5.eq(v4), op5.eq(op4)]
+    flight = [(go0, a_op[:ob]), (go1, args1["op"]), (go2, args2["op"]), (upd3, op3),
+              (v4, op4), (v5, op5)]
+    assert len(flight) == SCAN_GUARD
+    busy = Signal(name=f"{prefix}_scan_busy")
+    m.d.comb += busy.eq(Cat(*[v & (o == t2_op) for v, o in flight]).any())
+    fire = Signal(name=f"{prefix}_fire")
+    m.d.comb += fire.eq(t2_open & (tmo != 0) & (t2_age > tmo) & ~busy)
+    with m.If(upd3):
+        m.d.sync += opens[op3].eq(opens[op3] + nopen3 - nclose3)
+    with m.If(fire):
+        m.d.sync += [gens[t2_op].eq(gens[t2_op] + 1), opens[t2_op].eq(0)]
+    to_v, to_op = ctl("to_valid"), dreg("to_op", ob)
+    m.d.sync += [to_v.eq(fire), to_op.eq(t2_op)]
+    el.timeout_event = dict(valid=to_v, op=to_op)
+    timeouts = csr.counter(f"{q}.timeouts", doc=f"{q}: operations freed by a timeout")
+    m.d.comb += timeouts.eq(to_v)
+    return v3, phv3, ACC_LATENCY
 
 
 class GFIngress(wiring.Component):
     """The frame's beats (the arbiter's output) through the engine, into the copy lane's store.
 
     Ports: ``i`` (flow of the arbiter's beats, ``beat_shape`` layout with ``data``, ``keep``,
-    ``last``), ``tap_*`` (the element's tap, aligned with the packet's first beat at ``i``:
+    ``last``), ``tap_*`` (the element's tap, aligned with the packet's first beat at ``i``;
+    ``tap_op`` is the op id with the shadow's generation of the op above it, which the engine
+    uses instead of its own, so the shadow's timeouts free the engine's slots too:
     the data path delays the beats by the tap's latency), ``o`` (the same flow,
     :data:`~.gf_engine.LATENCY` cycles later, a DONE packet's data bytes replaced by the
     result). Counters: ``mismatch`` pulses for a data beat of a DONE packet the engine did not
@@ -257,7 +365,7 @@ class GFIngress(wiring.Component):
         self.ob, self.fb = ob, fb
         super().__init__({
             "i_valid": In(1), "i": In(beat_shape),
-            "tap_valid": In(1), "tap_run": In(1), "tap_done": In(1), "tap_op": In(ob),
+            "tap_valid": In(1), "tap_run": In(1), "tap_done": In(1), "tap_op": In(ob + GEN),
             "tap_off": In(fb), "tap_coeff": In(8), "tap_src": In(4), "tap_need": In(5),
             "tap_length": In(16),
             "o_valid": Out(1), "o": Out(beat_shape), "mismatch": Out(1),
@@ -265,7 +373,8 @@ class GFIngress(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        eng = m.submodules.engine = GFEngine(n_ops=self.n_ops, chunk_beats=self.chunk_beats)
+        eng = m.submodules.engine = GFEngine(n_ops=self.n_ops, chunk_beats=self.chunk_beats,
+                                             gen_bits=GEN, ext_gen=True)
         b = self.i
         in_pkt = Signal()
         with m.If(self.i_valid):
@@ -275,13 +384,15 @@ class GFIngress(wiring.Component):
         # the packet's arguments, held from its first beat
         run, done = Signal(), Signal(reset_less=True)
         op, off = Signal(self.ob, reset_less=True), Signal(self.fb, reset_less=True)
+        gen = Signal(GEN, reset_less=True)
         coeff, src, need = (Signal(8, reset_less=True), Signal(4, reset_less=True),
                             Signal(5, reset_less=True))
         rem = Signal(range(-64, 1 << 16), reset_less=True)   # data bytes left from this beat
         phase = Signal(2, reset_less=True)                  # beat index, saturating at 2
         with m.If(first):
             m.d.sync += [run.eq(self.tap_valid & self.tap_run), done.eq(self.tap_done),
-                         op.eq(self.tap_op), off.eq(self.tap_off), coeff.eq(self.tap_coeff),
+                         op.eq(self.tap_op[:self.ob]), gen.eq(self.tap_op[self.ob:]),
+                         off.eq(self.tap_off), coeff.eq(self.tap_coeff),
                          src.eq(self.tap_src), need.eq(self.tap_need),
                          rem.eq(self.tap_length), phase.eq(1)]
         with m.Elif(self.i_valid):
@@ -296,7 +407,7 @@ class GFIngress(wiring.Component):
         m.d.comb += [eng.i_valid.eq(dbeat), eng.i_op.eq(op), eng.i_off.eq(off),
                      eng.i_coeff.eq(coeff), eng.i_src.eq(src), eng.i_need.eq(need),
                      eng.i_keep.eq(keep), eng.i_data.eq(b.data), eng.i_first.eq(done),
-                     eng.i_last.eq(0), eng.timeout.eq(0)]
+                     eng.i_last.eq(0), eng.timeout.eq(0), eng.i_gen.eq(gen)]
         # the beat waits for the engine
         line = [(self.i_valid, b)]
         for k in range(ENGINE_LATENCY):

@@ -63,22 +63,30 @@ def _packets(rng, n):
     return out
 
 
-def test_accumulate_status_equals_model():
-    rng = random.Random(7)
+def _run_hw(packets, timeout=0):
+    """The shadow on ``packets`` (one per cycle, None: idle), the host's ``timeout`` written
+    first. Returns ``(outputs, timeouts counted, latency)``."""
     pl, el = _program()
     m = Module()
     csr = CsrBuilder()
     layout = data.StructLayout(pl.phv.layout())
     vin, phv_in = Signal(), Signal(layout)
     vout, pout, lat = build_element(m, el, pl, vin, phv_in, csr, prefix="ga")
-    assert lat == ACC_LATENCY
     fi = lambda n: HwEnv(pl, phv_in).field(n)            # noqa: E731
     fo = lambda n: HwEnv(pl, pout).field(n)              # noqa: E731
     tap = el.payload_tap
-    packets = _packets(rng, 400)
-    got = []
+    tport = next(mi.port for mi in csr.memories if mi.name == "t.eng.timeout")
+    tinc = next(c.inc for c in csr.counters if c.name == "t.eng.timeouts")
+    got, n_to = [], [0]
 
     async def bench(ctx):
+        ctx.set(tport.req, 1)
+        ctx.set(tport.we, 1)
+        ctx.set(tport.wdata, timeout)
+        await ctx.tick()
+        ctx.set(tport.req, 0)
+        await ctx.tick()
+        assert ctx.get(tport.rdata) == timeout
         for cyc in range(len(packets) + lat + 2):
             pk = packets[cyc] if cyc < len(packets) else None
             ctx.set(vin, int(pk is not None))
@@ -89,6 +97,7 @@ def test_accumulate_status_equals_model():
                 ctx.set(fi("ipv4.ver_ihl"), 0x40 | pk["ihl"])
                 ctx.set(fi("meta.pkt_len"), pk["pkt_len"])
             await ctx.tick()
+            n_to[0] += ctx.get(tinc)
             if ctx.get(vout):
                 got.append((ctx.get(fo("t.m.status")), ctx.get(tap["run"]),
                             ctx.get(tap["status"]), ctx.get(tap["op"]), ctx.get(tap["off"]),
@@ -98,12 +107,16 @@ def test_accumulate_status_equals_model():
     sim.add_clock(4e-9)
     sim.add_testbench(bench)
     sim.run()
+    return got, n_to[0], lat, el
 
-    # the model: the element's own run() over the same packets (a dummy frame of the length)
-    state = ([0] * (OPS * CB), [0] * OPS, [0], [0] * OPS)
+
+def _run_model(el, packets, timeout=0):
+    """The element's own ``run()`` over the same packets in the same order (a dummy frame of
+    the length; ``meta.arrival`` = the packet's cycle). Returns ``(wanted, counts)``."""
+    state = ([0] * (OPS * CB), [0] * OPS, [timeout], [0] * OPS)
     counts = {}
     want = []
-    for pk in packets:
+    for cyc, pk in enumerate(packets):
         if pk is None:
             continue
         if not pk["go"]:
@@ -112,19 +125,58 @@ def test_accumulate_status_equals_model():
         frame = bytes(max(pk["pkt_len"], 0))
         _f, st = el.run(state, lambda n: counts.__setitem__(n, counts.get(n, 0) + 1), frame,
                         pk["op"], pk["off"], pk["coeff"], pk["src"], pk["need"], pk["len"],
-                        pk["vlan"], 0x40 | pk["ihl"], pk["pkt_len"], 0)
+                        pk["vlan"], 0x40 | pk["ihl"], pk["pkt_len"], cyc)
         want.append((st, int(st in (ST_ABSORBED, ST_DONE, ST_DUP, ST_SPLIT))))
+    return want, counts
+
+
+def _compare(got, want, packets):
     assert len(got) == len(want)
     seen = set()
     for i, ((st, run, tst, op, off, coeff, length), (wst, wrun), pk) in enumerate(
             zip(got, want, [p for p in packets if p is not None])):
         assert (st, run) == (wst, wrun), f"packet {i} {pk}: hw {(st, run)} model {(wst, wrun)}"
         if run:
-            assert tst == st and (op, off, coeff, length) == (pk["op"], pk["off"], pk["coeff"],
-                                                             pk["len"])
+            # the tap's op carries the op's generation above the id
+            assert tst == st and (op % OPS, off, coeff, length) == (pk["op"], pk["off"],
+                                                                   pk["coeff"], pk["len"])
         seen.add(st)
+    return seen
+
+
+def test_accumulate_status_equals_model():
+    rng = random.Random(7)
+    packets = _packets(rng, 400)
+    got, n_to, lat, el = _run_hw(packets)
+    assert lat == ACC_LATENCY == 3
+    want, _counts = _run_model(el, packets)
+    seen = _compare(got, want, packets)
     assert {ST_ABSORBED, ST_DONE, ST_DUP, ST_SPLIT, ST_BAD, ST_MISALIGNED} <= seen, seen
-    assert SLOT_BITS == 541
+    assert SLOT_BITS == 541 and n_to == 0
+
+
+def test_accumulate_timeout_equals_model():
+    """A nonzero timeout: bursts of packets on a few slots (ages inside a burst below the
+    timeout) with idle gaps longer than the timeout plus the scanner's window, so every
+    op left with open slots at the end of a burst is freed before the next (its partial slots
+    read free: a later contribution starts a new sum) in the RTL as in the model; each
+    packet's status equals the model's, and the timeouts counted are the model's (a last
+    packet after the last gap makes the model count the last burst's)."""
+    rng = random.Random(11)
+    T, burst, gap = 40, 25, 60
+    packets = []
+    for _ in range(10):
+        packets += [p if rng.random() < 0.8 else None for p in _packets(rng, burst)]
+        packets += [None] * gap
+    packets.append(dict(op=3, off=0, coeff=1, src=0, need=1, len=64, go=1, vlan=0, ihl=5,
+                        pkt_len=192))
+    got, n_to, _lat, el = _run_hw(packets, timeout=T)
+    want, counts = _run_model(el, packets, timeout=T)
+    _compare(got, want, packets)
+    assert counts.get("t.eng.timeouts", 0) == n_to >= 5, (counts, n_to)
+    # without the timeout the same packets give other statuses (the slots stay live)
+    want0, _c = _run_model(el, packets, timeout=0)
+    assert want0 != want
 
 
 def test_scale_beats():

@@ -11,7 +11,7 @@ tables the controller computes (``docs/xorinc.md``, "Configuration").
       codes:                             # code id (the header's ``code``) -> RS(k, r)
         1: {k: 5, r: 3, nodes: [n0, n1, n2, n3, n4, n5, n6, n7]}
       clients: {c0: [0, 31], c1: [32, 63]}   # engine op-id ranges (inclusive), disjoint
-      timeout: 0                         # engine timeout (ticks of meta.arrival; 0: never)
+      timeout: 0                         # engine timeout (cycles: ticks of meta.arrival; 0: never)
 
 Stripe layout: chunk ``j`` of every stripe of a code lives on ``nodes[j]`` (chunks ``0..k-1``
 data, ``k..n-1`` parity; generator :func:`netstor.model.gf.generator`, ISA-L's Cauchy
@@ -41,11 +41,12 @@ from netstor.config import write_plan
 from netstor.model import gf
 
 __all__ = ["Code", "Plan", "plan", "helpers", "apply_section", "model_writes", "MAX_N",
-           "K_RANGE", "R_RANGE"]
+           "K_RANGE", "R_RANGE", "TIMEOUT_MEMORY"]
 
 MAX_N = gf.SRC_MAX          #: chunks per stripe (src is 4 bits in the engine)
 K_RANGE = range(1, 13)      #: data chunks offered (the issue: k 3..12)
 R_RANGE = range(1, 5)       #: parity chunks offered (r 2..4)
+TIMEOUT_MEMORY = "xi.engine.timeout"   #: the engine's timeout (cycles; 0: never)
 
 
 @dataclass(frozen=True)
@@ -172,14 +173,21 @@ def plan(value, *, n_ops=64, mcast_groups=4096):
 
 
 def apply_section(dev, value, dry_run=False):
-    """The ``xorinc:`` section handler (inside :func:`netstor.config.apply_config`'s batch).
-    The engine's timeout is a model memory (``xi.engine.timeout``), set by
-    :func:`model_writes`; the device path writes the tables and groups."""
+    """The ``xorinc:`` section handler (inside :func:`netstor.config.apply_config`'s batch):
+    the tables and groups, then the engine's timeout (memory ``xi.engine.timeout``, one
+    word: the model's, and the core's control shadow's, which runs the timeout scanner)."""
     p = plan(value, mcast_groups=dev.schema.get("mcast_groups", 4096)
              if isinstance(getattr(dev, "schema", None), dict) else 4096)
+    mems = {mm["name"] for mm in dev.schema.get("memories", ())} \
+        if isinstance(getattr(dev, "schema", None), dict) else {TIMEOUT_MEMORY}
+    if TIMEOUT_MEMORY not in mems and p.timeout:
+        raise ValueError(f"xorinc: timeout {p.timeout}: this device has no {TIMEOUT_MEMORY}")
     if dry_run:
         return
     write_plan(dev, "xorinc", p.entries, p.groups, copies_are="delta copies")
+    if TIMEOUT_MEMORY in mems:
+        # a plain one-word memory (no table or bank view): the device's batched write
+        dev._write([(TIMEOUT_MEMORY, 0, p.timeout)])
 
 
 def model_writes(pipeline, value, *, writer=None):
@@ -194,5 +202,5 @@ def model_writes(pipeline, value, *, writer=None):
         writes += w.exact_add(table, key, action, params)
     for g, copies in p.groups:
         writes += w.mcast_list_set(g, copies)
-    writes.append(("xi.engine.timeout", 0, p.timeout))
+    writes.append((TIMEOUT_MEMORY, 0, p.timeout))
     return p, writes

@@ -83,8 +83,12 @@ def test_too_many_groups():
 class _FakeDevice:
     """Records what apply_section asks of a netstor.api.Device."""
 
-    def __init__(self, mode):
-        self.mcast_mode, self.schema, self.calls = mode, {"mcast_groups": 4096}, []
+    def __init__(self, mode, memories=("xi.engine.timeout",)):
+        self.mcast_mode, self.calls = mode, []
+        self.schema = {"mcast_groups": 4096, "memories": [{"name": n} for n in memories]}
+
+    def _write(self, writes):
+        self.calls += [("mem",) + tuple(w) for w in writes]
 
     def table(self, name):
         dev = self
@@ -105,11 +109,19 @@ def test_apply_section_through_a_device():
     assert dev.calls == []
     apply_section(dev, s)
     p = plan(s)
-    assert [c for c in dev.calls if c[0] != "mcast"] == [
+    assert [c for c in dev.calls if c[0] not in ("mcast", "mem")] == [
         (t, tuple(k), a, pr) for t, k, a, pr in p.entries]
     assert [c[1:] for c in dev.calls if c[0] == "mcast"] == [(g, tuple(c)) for g, c in p.groups]
+    # the engine's timeout reaches the device (the core's control shadow runs the scanner)
+    assert [c for c in dev.calls if c[0] == "mem"] == [("mem", "xi.engine.timeout", 0, 500)]
     with pytest.raises(ValueError, match="copy-list"):
         apply_section(_FakeDevice("bitmap"), s)
+    # a device without the memory refuses a nonzero timeout, takes 0
+    with pytest.raises(ValueError, match="no xi.engine.timeout"):
+        apply_section(_FakeDevice("list", memories=()), s)
+    dev = _FakeDevice("list", memories=())
+    apply_section(dev, dict(s, timeout=0))
+    assert not [c for c in dev.calls if c[0] == "mem"]
 
 
 def test_model_writes_configure_a_model():
