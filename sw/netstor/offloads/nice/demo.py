@@ -51,7 +51,7 @@ from .header import NICE_UDP_PORT, default_partition
 from .metadata import Metadata
 
 __all__ = ["nice_pipeline", "rack_section", "node_config", "set_section", "Hand", "hand_call",
-           "Controller", "run_failover", "main", "HAND_PORT"]
+           "Controller", "run_failover", "demo_step", "verdict", "main", "HAND_PORT"]
 
 HAND_PORT = 7479          #: the hand's UDP port (the nodes' metadata address)
 SERVER_PORT = 1           #: the servers' wire port
@@ -310,11 +310,11 @@ class Controller:
 
 
 # ---- workload and the failure run ----------------------------------------------------------
-def _clients(rack, workdir, hosts, flags, tag, *, wait=False):
+def _clients(rack, workdir, hosts, flags, tag, *, wait=False, scheme="nice"):
     procs = []
     for i, h in enumerate(hosts):
         path = Path(workdir) / f"{tag}-{h.name}.json"
-        argv = [sys.executable, "-m", "netstor.offloads.nice.schemes", "--scheme", "nice",
+        argv = [sys.executable, "-m", "netstor.offloads.nice.schemes", "--scheme", scheme,
                 "--bind", h.ip, "--out", path, *flags(i)]
         procs.append((rack.spawn(h, [str(a) for a in argv], name=f"{tag}-{h.name}"), path))
     return _collect(rack, procs) if wait else procs
@@ -477,6 +477,70 @@ def run_failover(rack, workdir, *, duration=5.0, kill_at=1.5, rejoin_at=3.2, key
     out["switch"] = {k: v for k, v in sw.items() if k.startswith("nice.")}
     out["history"] = [op for r in results for op in r["history"]]
     return out
+
+
+def demo_step(rack, workdir, *, rate=None, duration=2.0):
+    """``make demo``'s NICE step on the demo's servers (their NICE sockets on the default
+    port): the switch restarted with NICE's program, partition 0 on the first three servers,
+    divisions over the client hosts; NICE and the six NOOB schemes each for ``min(duration,
+    1)`` s (closed-loop clients on every client host: ``rate`` is not used; keys of their
+    own per scheme), every history checked. Throughput here is the Python model switch's,
+    not a comparison of the schemes (that is ``make eval``)."""
+    from .schemes import MODES
+    workdir = Path(workdir)
+    stats = workdir / "nice-switch.json"
+    msock, hsock = workdir / "nice-membership.sock", workdir / "nice-hand.sock"
+    cl = rack.clients
+    lo = min(int(h.ip.split(".")[-1]) for h in cl) & ~3
+    section = rack_section(rack, {0: list(range(min(3, len(rack.servers))))},
+                           clients=[f"10.77.0.{lo}/30"])
+    cfg = rack.config()
+    cfg["nice"] = section
+    start_switch(rack, cfg, workdir, stats_json=stats, membership=msock)
+    hand = rack.spawn(cl[-1], [sys.executable, "-m", "netstor.offloads.nice.demo", "hand",
+                               "--sock", str(hsock), "--bind", cl[-1].ip], name="nice-hand")
+    d = min(duration, 1.0)
+    rows = {}
+    try:
+        hand.wait_line(r"^nice hand ready", timeout=30)
+        ctl = Controller(rack, section, msock, hsock, [cl[-1].ip, HAND_PORT])
+        ctl.push("start")
+        placement = workdir / "nice-placement.json"
+        placement.write_text(json.dumps(node_config(ctl.md.state, 0)))
+        gw = f"{rack.servers[-1].ip}:{NICE_UDP_PORT}"
+        for n, scheme in enumerate(["nice", *MODES]):
+            extra = [] if scheme == "nice" else ["--placement", placement, "--gateway", gw]
+            prefix = f"d{n}k"
+            work = _clients(rack, workdir, cl, lambda i: [
+                "--clients", 2, "--client-base", i * 2, "--duration", d, "--keys", 6,
+                "--key-prefix", prefix, "--write-ratio", 0.3, "--timeout", 0.5,
+                "--tries", 40, "--seed", i + 1, *extra], f"demo-{scheme}", scheme=scheme)
+            results = _collect(rack, work, timeout=d + 90)
+            results += _clients(rack, workdir, [cl[0]], lambda i: [
+                "--only-final-reads", "--keys", 6, "--key-prefix", prefix, "--client-base",
+                99, "--timeout", 0.5, "--tries", 40, *extra], f"demo-{scheme}-final",
+                wait=True, scheme=scheme)
+            out = verdict(results)
+            lat = sorted(op["return"] - op["call"] for r in results[:-1]
+                         for op in r["history"] if op["return"] is not None)
+            out["ops_per_s"] = round(len(lat) / d, 1)
+            out["p50_ms"] = round(lat[len(lat) // 2] / 1e6, 3) if lat else None
+            rows[scheme] = out
+    finally:
+        hand.stop()
+        if hand in rack.procs:
+            rack.procs.remove(hand)
+        rack.stop_switch()
+    sw = json.loads(stats.read_text())["dataplane"]
+    ops = sum(r["operations"] for r in rows.values())
+    viol = sum(r["violations"] for r in rows.values())
+    lost = sum(r["acked_puts_lost"] for r in rows.values())
+    line = (f"nice (model switch, {len(section['partitions'][0])} replicas, {d:.1f} s per "
+            "scheme): " + ", ".join(f"{s.upper()} {r['ops_per_s']:.0f} ops/s p50 "
+                                    f"{r['p50_ms']} ms" for s, r in rows.items()) +
+            f"; histories: {ops} ops, {viol} violations, {lost} acked puts lost")
+    return {"schemes": rows, "switch": {k: v for k, v in sw.items()
+                                        if k.startswith("nice.")}}, line
 
 
 def main(argv=None):
