@@ -26,6 +26,7 @@ OFFLOAD = Offload(
     wire=f"{__name__}.header:wire",
     config_section=f"{__name__}.config:apply_section",
     codec=f"{__name__}.codec:NiceCodec",
+    demo=f"{__name__}.demo:demo_step",
     evaluation=f"{__name__}.eval:EVALUATION",
     bitstream=False,
 )
