@@ -3,9 +3,12 @@ values, validation, membership changes, and the ways it is applied (a Device run
 whole ``netstor apply`` path on a model, dry run included; model writes)."""
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from netstor.api import Device
+from netstor.driver.tables import TableWriter
 from netstor.model.dataplane import DataplaneModel
 from netstor.programs import default_pipeline
 
@@ -173,3 +176,89 @@ def test_model_writes_configure_a_model():
     assert sum(1 for w in m.memory("nl.trust").words if w) == 2
     with pytest.raises(ValueError, match="data plane has"):
         model_writes(pl, section(slots=1 << 10))
+
+
+# ---- the copy lists are the write sets (the multicast half of issue 14's formal item) -----------
+def _spec_copy_list(word):
+    """A ``tm.groups`` word decoded as docs/dataplane-spec.md writes it: ``n(5) | copy[0] |
+    ... | copy[15]``, copy = ``port(4) | rid(16)``, ``n > 16`` counts as 16."""
+    n = min(word & 0x1F, 16)
+    return [((word >> 5 + 20 * k) & 0xF, (word >> 9 + 20 * k) & 0xFFFF) for k in range(n)]
+
+
+def _random_rack(rng):
+    """A random ``netlr:`` section: 2..10 replicas (any rids, rid 0 included at times) on
+    ports 0..3 (several on one port), 1..4 groups of 1..8 members sharing replicas."""
+    rids = rng.sample(range(256), rng.randint(2, 10))
+    reps = {r: {"ip": 0x0A010000 + r, "mac": 0x020000010000 + r, "port": rng.randrange(4),
+                "udp": 7461 + r} for r in rids}
+    groups = {g: rng.sample(rids, rng.randint(1, min(8, len(rids))))
+              for g in range(rng.randint(1, 4))}
+    return {"smac": 0x0200000000FF, "mcast_base": rng.randint(1, 3000), "replicas": reps,
+            "groups": groups}
+
+
+def _membership(rng, rids):
+    """A random membership: each replica live, down or joining."""
+    st = {r: rng.choice(("live", "live", "down", "joining")) for r in rids}
+    return ([r for r in rids if st[r] == "down"], [r for r in rids if st[r] == "joining"])
+
+
+def test_copy_lists_are_the_write_sets_random():
+    """Property against a reference written here from the protocol (docs/netlr.md,
+    "Membership"): for random racks (40 seeds), each taken through 6 membership changes
+    applied in place with one writer (what the controller does), every group's copy list, as
+    the replication engine reads it from the model's ``tm.groups`` word at the group's
+    ``mcast`` id (decoded per the spec), is exactly one ``(port, rid)`` copy per member not
+    down (live or joining), in position order, nothing else; the ``nl.groups`` entry's
+    ``live`` mask is the positions neither down nor joining, ``reads``/``nread`` the live
+    rids in position order; and a WRITE to the group through the model leaves as exactly
+    those copies, each addressed to its replica (IPv4 destination and UDP port of its rid,
+    ``rid`` set), ``nrep`` = the live count (none at all when nothing is live)."""
+    pl = default_pipeline(extra=("netlr",))
+    checked = writes_sent = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+        sec = _random_rack(rng)
+        rids = list(sec["replicas"])
+        m = DataplaneModel(pl, groups="list")
+        w = TableWriter(pl)
+        first = True
+        for change in range(6):
+            down, joining = _membership(rng, rids)
+            s = dict(sec, down=down, joining=joining)
+            p, cw = model_writes(pl, s, writer=w, trusted_ports=[0, 1, 2, 3] if first else None)
+            first = False
+            for mem, addr, word in cw:
+                m.mem_write(mem, addr, word)
+            g_entries = entries(p, "nl.groups")
+            for g, members in sec["groups"].items():
+                # the reference, from the section alone
+                want = [(sec["replicas"][r]["port"], r) for r in members if r not in down]
+                live = [r for r in members if r not in down and r not in joining]
+                live_mask = sum(1 << i for i, r in enumerate(members) if r in live)
+                prm = g_entries[(g,)][1]
+                assert prm["live"] == live_mask and prm["nread"] == len(live)
+                assert prm["reads"] == sum(r << 8 * i for i, r in enumerate(live))
+                assert prm["members"] == sum(r << 8 * i for i, r in enumerate(members))
+                word = m.memory("tm.groups").words[prm["mcast"]]
+                got = _spec_copy_list(word)
+                assert got == want, (seed, change, g, got, want)
+                assert len(set(got)) == len(got)                 # each copy exactly once
+                # end to end: a WRITE of a fresh object through the model
+                checked += 1
+                h = LrHeader(op=OP_WRITE, group=g, slot=checked, fp=checked, req=checked)
+                out = m.process(_frame(h), 0)
+                if not live:
+                    assert out == [], (seed, change, g)
+                    continue
+                writes_sent += 1
+                got_out = [(o.port, int.from_bytes(o.frame[30:34], "big"),
+                            int.from_bytes(o.frame[36:38], "big"),
+                            LrHeader.unpack(o.frame[42:])) for o in out]
+                assert [(o[0], o[3].rid) for o in got_out] == want, (seed, change, g)
+                for port, ip, dport, hh in got_out:
+                    rep = sec["replicas"][hh.rid]
+                    assert (ip, dport, hh.nrep, hh.op, hh.fp) == (
+                        rep["ip"], rep["udp"], len(live), OP_WRITE, checked)
+    assert writes_sent > 300, (checked, writes_sent)   # groups with a live replica written
