@@ -149,7 +149,7 @@ __all__ = ["NiceCodec", "Record", "Reassembly", "pack", "unpack", "frags_of", "R
            "ip_int", "ip_text", "T_CONFIG", "T_CONFIG_ACK", "T_QUERY", "T_QUERY_REPLY",
            "T_PROMOTE", "T_PROMOTE_DONE", "T_CATCHUP", "T_CATCHUP_DONE", "T_SYNC",
            "T_SYNC_REPLY", "T_FETCH", "T_REPORT", "T_NB_PUT", "T_NB_GET", "T_NB_REP",
-           "T_NB_REP_ACK", "cid_of", "HOST_OPS", "F_DONE", "F_DISCARD", "F_2PC", "F_PB",
+           "T_NB_REP_ACK", "cid_of", "who", "HOST_OPS", "F_DONE", "F_DISCARD", "F_2PC", "F_PB",
            "F_LAST",
            "NACK_AFTER", "ACK_TIMEOUT", "head"]
 
