@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 
 from .axis import flow_signature
 from .csr import MemoryPort
-from .stages import build_element, build_stage
+from .stages import build_stage
 
 __all__ = ["Stage", "EgressStages"]
 
@@ -50,15 +50,18 @@ class Stage(wiring.Component):
 
 
 class EgressStages(wiring.Component):
-    """The egress elements (``pipeline.egress_elements``, in order) once per output copy.
+    """The egress elements once per output copy, in the stages of
+    :meth:`~netstor.lang.Pipeline.egress_stages` (elements of programs that never act on the same
+    packet side by side, :func:`.stages.build_stage`; the same result as running them in order).
 
     Ports: ``i[q]``, ``o[q]`` for ``q < n_outputs`` (copy ``q``; ``n_copies`` lanes instead
     of ``n_outputs`` when given), and ``i[n_outputs]``, ``o[n_outputs]`` for the recirculation copy, which runs through no element and is only
     delayed. Host access is shared (:class:`_SharedCsr`): copy 0 declares each element's
     memories, the other copies mirror its writes; counters are summed over the copies.
 
-    Latency: ``self.latency`` cycles (the sum of the egress elements' latencies; the same for
-    every copy). Throughput: one PHV per clock per copy.
+    Latency: ``self.latency`` cycles (the sum of the egress stages' latencies, each its
+    slowest element's; the same for every copy, and the recirculation copy's delay).
+    Throughput: one PHV per clock per copy.
     """
 
     def __init__(self, pipeline, csr, *, n_copies=None):
@@ -73,9 +76,9 @@ class EgressStages(wiring.Component):
             shared.q = q
             cv, cp = self.i[q].valid, self.i[q].payload
             lat_q = 0
-            for idx, e in enumerate(pipeline.egress_elements):
-                cv, cp, lat = build_element(m, e, pipeline, cv, cp, shared,
-                                            prefix=f"e{q}_{idx}_{e.program.name}_{e.name}")
+            for s, elements in enumerate(pipeline.egress_stages()):
+                cv, cp, lat = build_stage(m, elements, pipeline, cv, cp, shared,
+                                          prefix=f"e{q}_{s}")
                 lat_q += lat
             E = lat_q
             m.d.comb += [self.o[q].valid.eq(cv), self.o[q].payload.eq(cp)]

@@ -270,9 +270,13 @@ class Program:
         self._tail = [last]
 
     def add_egress(self, element):
+        """Append an egress element (run once per copy). As in :meth:`add`, a program with a
+        UDP port acts on its own packets only: ``selected`` is ANDed into the condition (what
+        the golden model assumes; it lets :meth:`Pipeline.egress_stages` put the egress
+        elements of two such programs side by side)."""
         if not element.egress_ok:
             raise TypeError(f"{element.kind_name} elements cannot run in egress")
-        element.program = self
+        self._own(element)
         self.egress_elements.append(element)
         return element
 
@@ -390,7 +394,17 @@ class Pipeline:
         programs that have UDP ports never depend on each other: each acts on its own
         program's packets only (:meth:`Program.add`), so at most one of them acts on a
         packet; the stage takes each element's writes only when its condition held."""
-        info = [(e, *self.access(e)) for e in self.elements]
+        return self._group(self.elements)
+
+    def egress_stages(self):
+        """The egress elements grouped into stages by the rules of :meth:`stages` (the result
+        equals running them one after another in order, as the golden model does per copy):
+        egress elements of two programs with UDP ports share a stage (:meth:`Program.add_egress`
+        makes each act on its own program's packets only)."""
+        return self._group(self.egress_elements)
+
+    def _group(self, elements):
+        info = [(e, *self.access(e)) for e in elements]
         stage_of = []
         for i, (e, rd, wr) in enumerate(info):
             st = 0
