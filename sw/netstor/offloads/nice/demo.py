@@ -332,9 +332,11 @@ def _collect(rack, procs, timeout=120.0):
     return res
 
 
-def verdict(results):
+def verdict(results, timeout=60.0):
+    """The merged histories checked (porcupine, ``timeout`` s per key: a history with a
+    violation can take the search long) and the acknowledged puts lost."""
     history = [op for r in results for op in r["history"]]
-    rep = check(history)
+    rep = check(history, timeout=timeout)
     lost = acked_writes_lost(history)
     stats = [s for r in results for s in r.get("stats", [])]
     spans = [e - s for r in results for s, e in r.get("unavailable", [])]
@@ -402,7 +404,7 @@ def replica_states(workdir, n):
 
 def run_failover(rack, workdir, *, duration=5.0, kill_at=1.5, rejoin_at=3.2, keys=6,
                  cold_keys=4, clients_per_host=2, write_ratio=0.3, size=16, victim=1,
-                 catch_up=True):
+                 catch_up=True, check_timeout=60.0):
     """A NICE run on a rack of >= 3 client hosts and 4 servers: partition 0 = nodes 0, 1, 2
     (node 3 the spare, the handoff), divisions over the client hosts (``c0`` gets from
     node 1, ``c1`` from node 2, others from the primary). Clients on every client host but
@@ -464,7 +466,7 @@ def run_failover(rack, workdir, *, duration=5.0, kill_at=1.5, rejoin_at=3.2, key
             p.stop()
         hand.stop()
         rack.stop_switch()
-    out = verdict(results)
+    out = verdict(results, check_timeout)
     out["catch_up"] = rep
     out["promotions"] = ctl.promotions
     out["detect_s"] = round(ctl.log[1][0] - t_kill, 3) if len(ctl.log) > 1 else None
