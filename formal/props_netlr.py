@@ -90,7 +90,7 @@ from netstor.lang.program import Pipeline
 from netstor.offloads.netlr.header import OP_WRITE, OP_WRITE_REPLY
 from props_packet_buffer import _started
 
-__all__ = ["NetlrAckProps"]
+__all__ = ["NetlrAckProps", "NetlrTailProps", "patched_make"]
 
 #: the members' rids by position (distinct in a group; the groups overlap at other positions)
 MEMBERS = ((1, 2, 3, 4, 5, 6, 7, 8), (8, 7, 6, 5, 4, 3, 2, 1))
@@ -106,12 +106,13 @@ def _delay(m, value, n, name):
 
 
 RIDS = 16                   # the members' rids are < RIDS (packets carry any 8-bit rid)
+RB = (RIDS - 1).bit_length()
 
 
 def _onehot(m, rid, name):
     """The set {rid} (a RIDS-bit vector by rid; empty for rid >= RIDS: no member's rid)."""
     s = Signal(RIDS, name=name)
-    m.d.comb += s.eq(Mux(rid < RIDS, Const(1, RIDS) << rid[:(RIDS - 1).bit_length()], 0))
+    m.d.comb += s.eq(Mux(rid < RIDS, Const(1, RIDS) << rid[:RB], 0))
     return s
 
 
@@ -235,7 +236,7 @@ class NetlrAckProps(wiring.Component):
             acc = Const(0, RIDS)
             for i in range(8):
                 mi = Mux(g_bit, members[1][8 * i:8 * i + 8], members[0][8 * i:8 * i + 8])
-                acc = acc | Mux(mask[i], Const(1, RIDS) << mi[:(RIDS - 1).bit_length()], Const(0, RIDS))
+                acc = acc | Mux(mask[i], Const(1, RIDS) << mi[:RB], Const(0, RIDS))
             sig = Signal(RIDS)
             m.d.comb += sig.eq(acc)
             return sig
@@ -289,9 +290,9 @@ class NetlrAckProps(wiring.Component):
                 for i in range(8):
                     mi = Mux(gb, members[1][8 * i:8 * i + 8], members[0][8 * i:8 * i + 8])
                     ui = Mux(gb, used[1][i], used[0][i])
-                    m.d.comb += Assert(cacks[i] == (ui & ref_acked[s].bit_select(mi[:(RIDS - 1).bit_length()], 1)))
+                    m.d.comb += Assert(cacks[i] == (ui & ref_acked[s].bit_select(mi[:RB], 1)))
 
-        # ---- 1. the commit, at the decide stage's output ------------------------------------------
+        # ---- 1. the commit, at the decide stage's output -----------------------------------
         D = total - W
         assert D >= 0
         commit_o = _delay(m, ref_commit, D, "ref_commit")
