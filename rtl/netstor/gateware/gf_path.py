@@ -165,21 +165,19 @@ def build_accumulate(el, m, pipeline, valid_in, phv_in, csr, prefix):
     v1, go1 = ctl("v1"), ctl("go1")
     when1, mis1, bad1 = dreg("when1"), dreg("mis1"), dreg("bad1")
     nb1 = dreg("nb1", 5)
-    src_oh1, need_is1 = dreg("src_oh1", 16), dreg("need_is1")
+    src_oh1, src1, need_is1 = dreg("src_oh1", 16), dreg("src1", 4), dreg("need_is1")
     lact1 = dreg("lact1", BANKS)
     gen1 = dreg("gen1", GEN)
-    ge1 = dreg("ge1", 1 << COUNT)          # ge1[c]: a slot of count c completes (c >= need-1)
+    need_m1 = dreg("need_m1", COUNT)       # a slot of count c completes when c >= need - 1
     phv1 = phv_reg("phv1")
     args_l = [("op", a_op[:ob], ob), ("off", a_off[:fb], fb), ("coeff", a_coeff[:8], 8),
               ("src", a_src[:4], 4), ("need", a_need[:5], 5), ("length", length, 16)]
     args1 = {n: dreg(f"{n}1", w) for n, _, w in args_l}
     m.d.sync += [v1.eq(valid_in), go1.eq(go0), when1.eq(when0),
                  mis1.eq(~aligned), bad1.eq(aligned & ~ok), nb1.eq(nb[:5]),
-                 src_oh1.eq(Const(1, 16) << a_src[:4]),
+                 src_oh1.eq(Const(1, 16) << a_src[:4]), src1.eq(a_src[:4]),
                  need_is1.eq(a_need[:5] == 1), lact1.eq(Cat(*lane_act)), phv1.eq(phv_in),
-                 gen1.eq(gens[a_op[:ob]]),
-                 ge1.eq(Cat(*[Const(c + 1, COUNT + 1) >= a_need[:5]
-                              for c in range(1 << COUNT)]))]
+                 gen1.eq(gens[a_op[:ob]]), need_m1.eq(a_need[:5] - 1)]
     m.d.sync += [args1[n].eq(s) for n, s, _ in args_l]
 
     done_b, dup_b, live_b = [], [], []
@@ -211,17 +209,19 @@ def build_accumulate(el, m, pipeline, valid_in, phv_in, csr, prefix):
         m.d.comb += ram_live.eq((rd[SEEN + COUNT:] == gen1) & (rd[SEEN:SEEN + COUNT] != 0))
 
         def update(live, seen, count, tag):
-            # shallow on purpose (the W loop): "count >= need - 1" is a table lookup by the
-            # count (ge1, per packet), the count + 1 bit by bit
+            # shallow on purpose (the W loop): "src in seen" a 16:1 mux by the src, "count >=
+            # need - 1" a compare (a carry chain), the count + 1 bit by bit
             dup_ = Signal(name=f"{p}_{tag}_dup")
             done_ = Signal(name=f"{p}_{tag}_done")
             ge_ = Signal(name=f"{p}_{tag}_ge")
+            hit_ = Signal(name=f"{p}_{tag}_hit")
             inc_ = Signal(COUNT, name=f"{p}_{tag}_inc")
             new_ = Signal(SEEN + COUNT, name=f"{p}_{tag}_new")
-            m.d.comb += [ge_.eq(ge1.bit_select(count, 1)),
+            m.d.comb += [ge_.eq(count >= need_m1),
                          inc_.eq(Cat(*[count[i] ^ Cat(*[count[j] for j in range(i)]).all()
                                        if i else ~count[0] for i in range(COUNT)])),
-                         dup_.eq(live & (seen & src_oh1).any()),
+                         hit_.eq(seen.bit_select(src1, 1)),
+                         dup_.eq(live & hit_),
                          done_.eq(~dup_ & Mux(live, ge_, need_is1)),
                          new_.eq(Mux(done_, 0, Cat(Mux(live, seen, 0) | src_oh1,
                                                   Mux(live, inc_, 1))))]
