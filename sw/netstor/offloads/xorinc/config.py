@@ -12,6 +12,7 @@ tables the controller computes (``docs/xorinc.md``, "Configuration").
         1: {k: 5, r: 3, nodes: [n0, n1, n2, n3, n4, n5, n6, n7]}
       clients: {c0: [0, 31], c1: [32, 63]}   # engine op-id ranges (inclusive), disjoint
       timeout: 0                         # engine timeout (cycles: ticks of meta.arrival; 0: never)
+      requesters: [10.0.0.100/32]        # who may send UPD_NEW (IPv4 prefixes; default none)
 
 Stripe layout: chunk ``j`` of every stripe of a code lives on ``nodes[j]`` (chunks ``0..k-1``
 data, ``k..n-1`` parity; generator :func:`netstor.model.gf.generator`, ISA-L's Cauchy
@@ -25,7 +26,13 @@ data, ``k..n-1`` parity; generator :func:`netstor.model.gf.generator`, ISA-L's C
   ``groups="list"``) of ``(port of nodes[chunk], 1 + chunk)`` then ``(port of nodes[k + i],
   1 + k + i)`` for each parity ``i``; groups are numbered from 1 in code then chunk order;
 * ``xi.delta`` ``(code, chunk, rid) -> node(coeff, ip, mac, smac)``: the data node's copy
-  coefficient 1, parity ``i``'s ``C[i][chunk]``.
+  coefficient 1, parity ``i``'s ``C[i][chunk]``;
+* ``xi.trust`` (the program's trust guard): the contributions (PART, UPD_OLD, UPD_NEW: the
+  packets that write engine state) only from the nodes' addresses and the ``requesters``
+  prefixes (as the fewest prefixes covering exactly them), from any port; every other XORInc packet from any port
+  (:func:`trust_entries`). A contribution from anywhere else is dropped, counted in
+  ``xi.trust.miss``. Without ``requesters`` no client can update (NetRepair needs none:
+  its contributions come from the nodes).
 
 :func:`plan` computes it (pure); :func:`apply_section` writes it through a
 :class:`netstor.api.Device` (the ``netstor apply`` path); :func:`model_writes` gives the
@@ -40,8 +47,10 @@ from dataclasses import dataclass, field
 from netstor.config import write_plan
 from netstor.model import gf
 
+from .program import TRUST_SIZE
+
 __all__ = ["Code", "Plan", "plan", "helpers", "apply_section", "model_writes", "MAX_N",
-           "K_RANGE", "R_RANGE", "TIMEOUT_MEMORY"]
+           "K_RANGE", "R_RANGE", "TIMEOUT_MEMORY", "trust_entries"]
 
 MAX_N = gf.SRC_MAX          #: chunks per stripe (src is 4 bits in the engine)
 K_RANGE = range(1, 13)      #: data chunks offered (the issue: k 3..12)
@@ -73,6 +82,7 @@ class Plan:
     groups: list = field(default_factory=list)    # (group, [(port, rid)])
     clients: dict = field(default_factory=dict)   # name -> (first op id, last op id)
     timeout: int = 0
+    sources: list = field(default_factory=list)   # trusted contribution sources (addr, mask)
 
     def group_of(self, code, chunk):
         for t, key, _a, params in self.entries:
@@ -102,7 +112,7 @@ def plan(value, *, n_ops=64, mcast_groups=4096):
     """The controller's computation for a ``xorinc:`` section (see the module doc)."""
     if not isinstance(value, dict):
         raise ValueError("xorinc: expected a mapping")
-    unknown = set(value) - {"smac", "nodes", "codes", "clients", "timeout"}
+    unknown = set(value) - {"smac", "nodes", "codes", "clients", "timeout", "requesters"}
     if unknown:
         raise ValueError(f"xorinc: unknown key(s) {sorted(unknown)}")
     smac = _mac(value.get("smac", 0))
@@ -143,7 +153,20 @@ def plan(value, *, n_ops=64, mcast_groups=4096):
     timeout = int(value.get("timeout", 0))
     if not 0 <= timeout < 1 << 32:
         raise ValueError(f"xorinc: timeout {timeout} out of range")
-    out = Plan(codes, nodes, clients=clients, timeout=timeout)
+    nets = [ipaddress.IPv4Network(nd["ip"]) for nd in nodes.values()]
+    for i, pre in enumerate(value.get("requesters") or ()):
+        try:
+            nets.append(ipaddress.IPv4Network(str(pre), strict=True))
+        except ValueError as e:
+            raise ValueError(f"xorinc: requesters[{i}]: {pre!r}: {e}") from None
+    # the fewest prefixes that cover exactly these addresses (a flip-flop TCAM of 16 entries)
+    sources = [(int(n.network_address), int(n.netmask))
+               for n in ipaddress.collapse_addresses(nets)]
+    if len(sources) + 1 > TRUST_SIZE:
+        raise ValueError(f"xorinc: {len(sources)} trusted source prefixes (nodes and "
+                         f"requesters) and the request entry do not fit xi.trust's "
+                         f"{TRUST_SIZE} entries")
+    out = Plan(codes, nodes, clients=clients, timeout=timeout, sources=sources)
     gid = 1
     for cid, c in sorted(codes.items()):
         g = c.generator
@@ -172,6 +195,18 @@ def plan(value, *, n_ops=64, mcast_groups=4096):
     return out
 
 
+def trust_entries(p):
+    """``xi.trust``'s ``(value, mask)`` pairs for plan ``p`` (key ``[report, ingress port,
+    ipv4.src]``; the format of :meth:`netstor.api.Device.trust_entries` with any port): a
+    report entry per trusted source, then the request entry."""
+    return ([([1, 0, a], [1, 0, mk]) for a, mk in p.sources]
+            + [([0, 0, 0], [1, 0, 0])])
+
+
+def _prefix(addr, mask):
+    return f"{ipaddress.IPv4Address(addr)}/{bin(mask).count('1')}"
+
+
 def apply_section(dev, value, dry_run=False):
     """The ``xorinc:`` section handler (inside :func:`netstor.config.apply_config`'s batch):
     the tables and groups, then the engine's timeout (memory ``xi.engine.timeout``, one
@@ -185,6 +220,9 @@ def apply_section(dev, value, dry_run=False):
     if dry_run:
         return
     write_plan(dev, "xorinc", p.entries, p.groups, copies_are="delta copies")
+    # reports (the contributions) from the sources only; no source: no report at all
+    sources = [_prefix(a, mk) for a, mk in p.sources]
+    dev.set_trust("xi", "any" if sources else [], sources=sources or None, request_ports="any")
     if TIMEOUT_MEMORY in mems:
         # a plain one-word memory (no table or bank view): the device's batched write
         dev._write([(TIMEOUT_MEMORY, 0, p.timeout)])
@@ -202,5 +240,7 @@ def model_writes(pipeline, value, *, writer=None):
         writes += w.exact_add(table, key, action, params)
     for g, copies in p.groups:
         writes += w.mcast_list_set(g, copies)
+    for prio, (v, mk) in enumerate(trust_entries(p)):
+        writes += w.ternary_add("xi.trust", v, mk, "trusted", {}, priority=prio)
     writes.append((TIMEOUT_MEMORY, 0, p.timeout))
     return p, writes

@@ -80,7 +80,7 @@ def rack_section(rack, k, r, code=1, client=None, opids=(0, 63)):
     return {"smac": port_mac(1),
             "nodes": {h.name: {"ip": h.ip, "mac": h.mac, "port": h.segment} for h in servers},
             "codes": {str(code): {"k": k, "r": r, "nodes": [h.name for h in servers]}},
-            "clients": {client.name: list(opids)}}
+            "clients": {client.name: list(opids)}, "requesters": [f"{client.ip}/32"]}
 
 
 def start_switch(rack, config, workdir, *, stats_json, name="switch-xi", xorinc=True,

@@ -28,23 +28,35 @@ any IPv4 packet unless this program decides otherwise:
   group is dropped (``xi.groups.miss``).
 * Every other type (READ, READ_REPLY, REPAIR, REPAIRED, DELTA, ACK, TIMEOUT) is only routed.
 
+Trust (:func:`netstor.elements.trust.guard`, table ``xi.trust``): the packets that write
+engine state -- PART, UPD_OLD (the storage nodes' contributions) and UPD_NEW (the
+requester's new data) -- are the program's *reports*: accepted only from the sources the
+``xorinc:`` section configures (every node's address, and the ``requesters`` prefixes); the
+engine runs only on trusted packets. Every other XORInc packet is a request (trusted from any
+port once configured). An untrusted packet is dropped before the engine sees it and counted
+in ``xi.trust.miss``; the unconfigured data plane trusts nothing.
+
 The coefficients come from the controller (:mod:`.config`), never from the packet.
 """
 from netstor.elements import Compute, GFAccumulate, GFScale, Table
+from netstor.elements.trust import guard
 from netstor.elements.gf import ST_ABSORBED, ST_DONE, ST_DUP
 from netstor.lang import Action, F, Mux, Program, Set
 
 from .header import (HEADER, MAX_DATA, T_DELTA, T_PART, T_REPAIRED, T_UPD_NEW, T_UPD_OLD,
                      XORINC_UDP_PORT)
 
-__all__ = ["make_xorinc", "core_test_pipeline", "N_OPS", "CHUNK_BEATS", "REPAIR_SIZE", "GROUPS_SIZE", "DELTA_SIZE",
-           "SRC_NEW", "SRC_OLD"]
+__all__ = ["make_xorinc", "core_test_pipeline", "N_OPS", "CHUNK_BEATS", "REPAIR_SIZE",
+           "GROUPS_SIZE", "DELTA_SIZE", "TRUST_SIZE", "SRC_NEW", "SRC_OLD"]
 
 N_OPS = 64               #: engine operations (op ids 0..63)
 CHUNK_BEATS = 64         #: beats per chunk (4 KiB chunks)
 REPAIR_SIZE = 1024       #: (code, lost, src) -> coefficient entries
 GROUPS_SIZE = 64         #: (code, chunk) -> copy-list group
 DELTA_SIZE = 256         #: (code, chunk, rid) -> node and coefficient
+#: xi.trust entries (source prefixes + the request entry): at most 16, the flip-flop TCAM
+#: with the 2-cycle lookup (a larger one is the RAM TCAM, which lengthens stage 0)
+TRUST_SIZE = 16
 SRC_NEW, SRC_OLD = 0, 1  #: the engine's src of an update's two contributions
 
 
@@ -58,6 +70,8 @@ def make_xorinc(n_ports=2, *, n_ops=N_OPS, chunk_beats=CHUNK_BEATS, timeout=0):
     ecoeff, ehit = p.meta("delta_coeff", 8), p.meta("delta_hit", 1)
     part = typ == T_PART
     upd = (typ == T_UPD_NEW) | (typ == T_UPD_OLD)
+    # the contributions (what writes engine state) are reports: configured sources only
+    trusted = guard(p, reports=part | upd, size=TRUST_SIZE)
 
     coeff_action = Action("coeff", {"coeff": 8, "need": 5}, lambda a: [
         Set(hit, 1), Set(coeff, a.coeff), Set(need, a.need)])
@@ -73,7 +87,7 @@ def make_xorinc(n_ports=2, *, n_ops=N_OPS, chunk_beats=CHUNK_BEATS, timeout=0):
                 size=REPAIR_SIZE, ways=4, actions=[coeff_action], when=is_part == 1))
     p.add(Compute("part_args", [Set(esrc, h["src"][0:4])], when=part))
     p.add(Compute("no_coeff", [Set(F.meta.drop, 1)], when=part & ~hit))
-    engine = (part | upd) & hit
+    engine = (part | upd) & hit & trusted
     p.add(GFAccumulate("engine", op=h["opid"], off=h["off"], coeff=coeff, src=esrc, need=need,
                        length=h["len"], status=status, n_ops=n_ops, chunk_beats=chunk_beats,
                        max_beats=MAX_DATA // 64, timeout=timeout, when=engine))

@@ -371,6 +371,7 @@ class NetAgent:
                                     "nodes": [ps[(rot + j) % run.n].name
                                               for j in range(run.n)]} for rot in self.rots},
                 "clients": {"c0": [run.opid_base, run.opid_base + run.window - 1]},
+                "requesters": [f"{run.plan_hosts[0].ip}/32"],
                 "timeout": 0}
 
     def configure(self, switch):

@@ -9,7 +9,7 @@ import pytest
 from netstor.model.dataplane import DataplaneModel
 from netstor.programs import default_pipeline
 
-from .config import apply_section, helpers, model_writes, plan
+from .config import apply_section, helpers, model_writes, plan, trust_entries
 
 GF = galois.GF(2 ** 8, irreducible_poly=0x11D)
 
@@ -90,6 +90,9 @@ class _FakeDevice:
     def _write(self, writes):
         self.calls += [("mem",) + tuple(w) for w in writes]
 
+    def set_trust(self, program, ports, sources=None, request_ports="any"):
+        self.calls.append(("trust", program, ports, tuple(sources or ()), request_ports))
+
     def table(self, name):
         dev = self
 
@@ -109,9 +112,12 @@ def test_apply_section_through_a_device():
     assert dev.calls == []
     apply_section(dev, s)
     p = plan(s)
-    assert [c for c in dev.calls if c[0] not in ("mcast", "mem")] == [
+    assert [c for c in dev.calls if c[0] not in ("mcast", "mem", "trust")] == [
         (t, tuple(k), a, pr) for t, k, a, pr in p.entries]
     assert [c[1:] for c in dev.calls if c[0] == "mcast"] == [(g, tuple(c)) for g, c in p.groups]
+    # the trust guard: contributions from the nodes (and the requesters) only
+    assert [c for c in dev.calls if c[0] == "trust"] == [
+        ("trust", "xi", "any", NODE_PREFIXES, "any")]
     # the engine's timeout reaches the device (the core's control shadow runs the scanner)
     assert [c for c in dev.calls if c[0] == "mem"] == [("mem", "xi.engine.timeout", 0, 500)]
     with pytest.raises(ValueError, match="copy-list"):
@@ -133,3 +139,21 @@ def test_model_writes_configure_a_model():
     assert m.mem_read("xi.engine.timeout", 0) == 500
     assert sum(1 for w in m.memory("xi.repair").words if w) == 6 * 4
     assert sum(1 for w in m.memory("tm.groups").words if w) == len(p.groups) == 4
+
+
+#: section(4, 2)'s nodes 10.0.1.1 .. 10.0.1.6 as the fewest prefixes (by hand)
+NODE_PREFIXES = ("10.0.1.1/32", "10.0.1.2/31", "10.0.1.4/31", "10.0.1.6/32")
+
+
+def test_trust_entries():
+    """The model's xi.trust entries equal what netstor.api.Device.trust_entries makes of the
+    same sources (the device path), requesters included; too many sources are refused."""
+    from netstor.api import Device
+    s = dict(section(4, 2), requesters=["10.9.0.0/16"])
+    p = plan(s)
+    want = Device.trust_entries(None, "any", list(NODE_PREFIXES) + ["10.9.0.0/16"], "any")
+    assert trust_entries(p) == want
+    with pytest.raises(ValueError, match="requesters"):
+        plan(dict(s, requesters=["10.9.0.1/16"]))
+    with pytest.raises(ValueError, match="do not fit"):
+        plan(dict(s, requesters=[f"10.{i}.0.1/32" for i in range(12)]))

@@ -54,7 +54,10 @@ def section(k, r, code=1):
              for j in range(n)}
     return {"smac": SW_MAC, "nodes": nodes,
             "codes": {code: {"k": k, "r": r, "nodes": [f"n{j}" for j in range(n)]}},
-            "clients": {"c0": [0, 63]}}
+            "clients": {"c0": [0, 63]}, "requesters": [f"{CLIENT[0] >> 24}."
+                                                         f"{CLIENT[0] >> 16 & 255}."
+                                                         f"{CLIENT[0] >> 8 & 255}."
+                                                         f"{CLIENT[0] & 255}/32"]}
 
 
 _PIPE = {}
@@ -252,6 +255,46 @@ def test_timeout_frees_slots():
     outs = m.process(fr[1][1], 1, arrival=280)
     assert len(outs) == 1 and parse_out(outs[0].frame)[1] == bytes(stripe[4])
     assert m.counter("xi.engine.timeouts") == 1
+
+
+def test_untrusted_contributions_are_dropped():
+    """The trust guard: a PART from an address that is not a configured node (a forged
+    contribution to a live repair), and an UPD_NEW from one that is not a configured
+    requester, are dropped before the engine, counted in ``xi.trust.miss``, and change
+    nothing: the repair completes with the real helpers' data only, the forged source's
+    data is not in it; the same PART from its node's address is taken (the guard, not the
+    packet, made the difference). Without the section's trust entries nothing is trusted."""
+    k, r = 3, 2
+    rng = random.Random(5)
+    data = np.frombuffer(rng.randbytes(k * 256), dtype=np.uint8).reshape(k, 256)
+    stripe = np.vstack([data, ref_parity(data, r)])
+    m, _ = switch(k, r)
+    hs = helpers(k + r, k, 2)
+    fr = part_frames(stripe, k, 2, hs, opid=9)
+    junk = np.frombuffer(rng.randbytes((k + r) * 256), dtype=np.uint8).reshape(k + r, 256)
+    forged = part_frames(junk, k, 2, hs, opid=9)
+    stranger = NODE_BASE + 200
+    h = XiHeader.unpack(forged[0][1][42:])
+    bad = frame(stranger, CLIENT[0], h, bytes(junk[hs[0]]))
+    assert m.process(bad, 1) == []
+    assert m.counter("xi.trust.miss") == 1 and m.counter("xi.engine.absorbed") == 0
+    # a forged UPD_NEW (new data for chunk 0) from a stranger: dropped, no cue to the node
+    hn = XiHeader.unpack(HEADER.pack(type=T_UPD_NEW, opid=10, stripe=3, chunk=0, src=0,
+                                     code=1, off=0, len=64, req_addr=stranger, req_port=1))
+    assert m.process(frame(stranger, NODE_BASE, hn, bytes(64)), 1) == []
+    assert m.counter("xi.trust.miss") == 2 and m.counter("xi.engine.absorbed") == 0
+    got = run_repair(m, fr)
+    assert assemble(got, 256) == bytes(stripe[2])
+    assert m.counter("xi.engine.absorbed") == k - 1 and m.counter("xi.engine.done") == 1
+    # the forged packet's bytes from the node's own address are a contribution
+    m2, _ = switch(k, r)
+    ok = frame(NODE_BASE + hs[0], CLIENT[0], h, bytes(junk[hs[0]]))
+    assert m2.process(ok, 1) == [] and m2.counter("xi.engine.absorbed") == 1
+    assert m2.counter("xi.trust.miss") == 0
+    # unconfigured: nothing is trusted
+    m3 = DataplaneModel(pipeline(), groups="list")
+    assert m3.process(fr[0][1], 1) == [] and m3.counter("xi.trust.miss") == 1
+    assert m3.counter("xi.engine.absorbed") == 0
 
 
 def test_short_and_misaligned():
