@@ -56,7 +56,7 @@ def test_default_pipeline_egress_of_exclusive_programs_share_a_stage():
     XORInc's scale reads what its table writes (its own stage, 0 header-path cycles)."""
     pl = default_pipeline(extra=("netlr", "xorinc"))
     got = [[e.qualname for e in st] for st in pl.egress_stages()]
-    assert got == [["prim.copy_tag", "xi.delta", "nl.copies"], ["xi.scale"]]
+    assert got == [["prim.copy_tag", "nl.copies", "xi.delta"], ["xi.scale"]]
 
 
 def test_grouped_egress_gateware_equals_the_model_run_in_order():

@@ -159,7 +159,7 @@ def test_programs_section_validation(schema, spec, msg):
 def test_programs_section_unknown_program(schema):
     model, dev = open_model(DataplaneModel, schema)
     with pytest.raises(ConfigError, match=r"programs.l3: program 'l3' has no trust guard; "
-                                          r"programs with one: \['nc', 'prim', 'rs'\]"):
+                                          r"programs with one: \['nc', 'nl', 'prim', 'rs'\]"):
         dev.apply({"programs": {"l3": {"trusted_ports": [0]}}})
 
 
@@ -187,4 +187,5 @@ def test_every_bank_writer_is_gated():
                 assert f"{p.name}.m.trusted" in {r.name for r in e.when.refs()
                                                  if hasattr(r, "name")}, e.qualname
     banks = {b.qualname for e in pl.elements for b in e.banks()}
-    assert len(banks) == 21             # 20 written by packets + rs.marker (read only)
+    # 29 written by packets (NetLR's 9 among them) + rs.marker (read only)
+    assert len(banks) == 30

@@ -20,8 +20,8 @@ __all__ = ["BUILTIN", "offloads", "get", "reset"]
 BUILTIN = [
     "netstor.offloads.netclone",
     "netstor.offloads.netrs",
+    "netstor.offloads.netlr",
     "netstor.offloads.xorinc",          # bitstream=False: model, test bed, simulator only
-    "netstor.offloads.netlr",           # bitstream=False: model, test bed, simulator only
     "netstor.offloads.nice",            # bitstream=False: vrings, divisions, copy lists; no banks
 ]
 

@@ -14,8 +14,9 @@
   simulator's side and ``make eval``'s figures; :mod:`.demo` -- the test bed's switch and
   ``make demo``'s step.
 
-Not in the default bitstream (``bitstream=False``): NetLR runs in the golden model, the test
-bed and the simulator: ``netstor.programs.default_pipeline(extra=("netlr",))``.
+In the default bitstream (``netstor.programs.default_pipeline()``, which ``make rtl`` and the
+whole-core cocotb tests build): its cocotb case (:mod:`.cocotb_netlr`) runs in
+``sim/test_core.py`` on the shared core build.
 """
 from netstor.offload import Offload
 
@@ -31,5 +32,5 @@ OFFLOAD = Offload(
     schemes=f"{__name__}.schemes:SCHEMES",
     demo=f"{__name__}.demo:demo_step",
     evaluation=f"{__name__}.eval:EVALUATION",
-    bitstream=False,
+    cocotb=((f"{__name__}.cocotb_netlr", "test_netlr"),),
 )

@@ -1,14 +1,7 @@
-"""NetLR on a whole core built with it in Verilator against the golden model, with
-back-pressure on every output. Run by :mod:`.test_cocotb_netlr` (its own Verilator build:
-NetLR is not in the default bitstream, so the shared core build of ``sim/test_core.py`` does
-not carry it).
-
-The core is the whole data path (parser, ingress stages, copy-list replication, per-copy
-egress, deparsers, buffers, CSR) with the programs :func:`pipeline` names: L3 routing and
-NetLR with :data:`SLOTS` slots. It leaves out the other offloads' programs (the default
-bitstream's ``default_pipeline(extra=("netlr",))`` with 128K slots had not finished
-elaborating after 20 minutes on the loaded shared machine) and uses a 4K-slot list (the
-slot logic does not depend on the depth; only the RAM's does)."""
+"""NetLR on the whole core in Verilator against the golden model, with back-pressure on every
+output (run by ``sim/test_core.py`` on the shared core build of the default bitstream, listed in
+the offload's ``cocotb`` hook): the default core's programs, NetLR with its default
+:data:`SLOTS` slots."""
 from __future__ import annotations
 
 import os
@@ -17,31 +10,18 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from netstor.driver.tables import TableWriter
-from netstor.model.dataplane import DataplaneModel
-from netstor.lang import Pipeline
-from netstor.programs.l3 import make_l3
 from netstor.sim.core_env import CoreEnv, ip, pause_generator
 from netstor.sim.frames import udp_frame
 
 from .config import model_writes
 from .header import NETLR_UDP_PORT, OP_READ, OP_READ_REPLY, OP_WRITE, OP_WRITE_REPLY, LrHeader
-from .program import make_netlr
+from .program import SLOTS
 
 SEED = int(os.environ.get("NETSTOR_SEED", "1"))
 SMAC = 0x02000000FF01
 CLIENT = "10.77.0.1"
 REPLICAS = {1: "10.77.1.1", 2: "10.77.1.2", 3: "10.77.1.3", 4: "10.77.1.4"}
 FPS = [0x1111, 0x2222, 0x3333, 0x4444]
-SLOTS = 4096
-
-
-def pipeline(n_ports=2):
-    """The programs of the core under test (as ``default_pipeline`` assembles its own: L3
-    routes NetLR's packets too, the same multicast groups and trust requirement)."""
-    nl = make_netlr(n_ports, slots=SLOTS)
-    return Pipeline([make_l3(n_ports, also=[nl]), nl], n_ports=n_ports, guarded=True,
-                    mcast_groups=4096)
 
 
 def section(down=(), joining=()):
@@ -122,11 +102,8 @@ async def test_netlr(dut):
     them in the model's order; replies are trusted from port 0 only); routed traffic loads
     port 1 meanwhile."""
     env = CoreEnv(dut, seed=SEED + 14)
-    # the core under test carries NetLR: the scoreboard runs the same pipeline
-    env.pipeline = pipeline(env.P)
-    env.model = DataplaneModel(env.pipeline, groups=env.mcast_mode)
-    env.writer = TableWriter(env.pipeline)
     assert env.mcast_mode == "list"
+    assert "nl" in [p.name for p in env.pipeline.programs]
     await env.reset()
     for q, sink in env.sink.items():
         sink.set_pause_generator(pause_generator(env.rng, 0.3))
