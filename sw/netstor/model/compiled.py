@@ -756,10 +756,18 @@ class _Generator(Codegen):
         saved = self.names
         names = dict(saved)
         names["meta.egress_port"], names["meta.rid"] = "_cq", "_crid"
+        # a program's lazy metadata is bound only on its own packets (its ingress block zeroes
+        # it); its egress elements run only on those, so other packets copy 0
+        owner = {c: p for p, cs in self._lazy_meta.items() for c in cs}
         for c in sorted(writes_e):
             names[c] = "e_" + saved[c]
             self._used.add(names[c])
-            self.emit(f"{names[c]} = {saved[c]}")
+            p = owner.get(c)
+            if p is None:
+                self.emit(f"{names[c]} = {saved[c]}")
+            else:
+                self.emit(f"{names[c]} = {saved[c]} if {saved['meta.hdr_type']} == "
+                          f"{p.hdr_type} else 0")
         self.emit("_eg_dirty = False")
         payload = any(e.rewrites_payload for e in self.pipeline.egress_elements)
         if payload:       # a payload element rebinds frame (and zeroes udp.csum): per copy

@@ -965,7 +965,11 @@ def test_compiled_equals_interpreter(program, record_property):
     assert sum(v for k, v in c.items() if k.startswith("parser.err.")) > n // 100
     assert c[f"in{2 * pair.ref.P}.pkts"] > 0 or program not in RECIRCULATES
     hits = {k: v for k, v in c.items() if k.endswith(".hit") and k.startswith(program + ".")}
-    assert not hits or sum(v > 0 for v in hits.values()) >= len(hits) // 2, hits
+    if program in TRAFFIC:
+        assert not hits or sum(v > 0 for v in hits.values()) >= len(hits) // 2, hits
+    # else: Generic traffic (random headers, tables unconfigured: equality only); an offload
+    # with its own configured comparison (NetLR: netstor/offloads/netlr/test_compiled.py,
+    # every branch reached) checks its coverage there
 
 
 RECIRCULATES = {"prim", "nc", "rs", "edge"}
@@ -1081,3 +1085,21 @@ def test_pickled_and_copied():
         for name in clone.memory_names:
             assert clone.memory(name).words == pair.ref.memory(name).words
         assert clone.counters() == pair.ref.counters()
+
+
+def test_other_programs_copies_beside_egress_metadata():
+    """A program's egress elements may write its own metadata (XORInc's ``xi.delta`` its
+    coefficient), which the compiled code binds only on that program's packets. Another
+    program's packet through the same egress path (a primitives packet: ``prim.copy_tag``
+    runs in egress) must not read it: found when XORInc joined the default pipeline (an
+    ``UnboundLocalError`` in the generated code). Both models agree on the copy."""
+    pair = Pair(default_pipeline(extra=("xorinc",)), groups="list")
+    t = Traffic(random.Random(5))
+    t.setup(pair)
+    c, s = t.clients[0], t.servers[0]
+    hdr = struct.pack("!BBHIIIIBBH", OP_FORWARD, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    f = t.frame(c, s, 40000, PRIM_UDP_PORT, hdr)
+    P = pair.dut.pipeline.n_ports
+    outs = pair.process(f, P)                  # from host TX 0: a trusted port
+    assert pair.ref.counter("prim.copy_tag.miss") + pair.ref.counter("prim.copy_tag.hit") > 0
+    assert outs and all(o.port in range(2 * pair.dut.pipeline.n_ports) for o in outs)
