@@ -344,6 +344,73 @@ do
   DissectorTable.get("udp.port"):add(7432, proto)
 end
 
+-- NetLR (in-network leaderless replication): UDP port 7460, 26-byte header
+do
+  local proto = Proto("netstor_netlr", "NetLR (in-network leaderless replication)")
+  local vs = {}
+  vs.op = { [0] = "READ", [1] = "READ_REPLY", [2] = "WRITE", [3] = "WRITE_REPLY" }
+  local f = {}
+  f.op = ProtoField.uint8("netstor_netlr.op", "op", base.DEC, vs.op)
+  f.flags = ProtoField.uint8("netstor_netlr.flags", "flags", base.HEX, nil)
+  f.group = ProtoField.uint16("netstor_netlr.group", "group", base.DEC, nil)
+  f.slot = ProtoField.uint32("netstor_netlr.slot", "slot", base.DEC, nil)
+  f.fp = ProtoField.uint64("netstor_netlr.fp", "fp", base.HEX, nil)
+  f.seq = ProtoField.uint32("netstor_netlr.seq", "seq", base.DEC, nil)
+  f.rid = ProtoField.uint8("netstor_netlr.rid", "rid", base.DEC, nil)
+  f.nrep = ProtoField.uint8("netstor_netlr.nrep", "nrep", base.DEC, nil)
+  f.req = ProtoField.uint32("netstor_netlr.req", "req", base.DEC, nil)
+  f.data = ProtoField.bytes("netstor_netlr.data", "data")
+  proto.fields = { f.op, f.flags, f.group, f.slot, f.fp, f.seq, f.rid, f.nrep, f.req, f.data }
+  local e_short = ProtoExpert.new("netstor_netlr.malformed.short", "truncated netstor_netlr header", expert.group.MALFORMED, expert.severity.ERROR)
+  proto.experts = { e_short }
+  local HDR = 26
+  -- field, byte offset, byte count, bit offset in those bytes (or false), width, name
+  local layout = {
+    { f.op, 0, 1, false, 8, "op" },
+    { f.flags, 1, 1, false, 8, "flags" },
+    { f.group, 2, 2, false, 16, "group" },
+    { f.slot, 4, 4, false, 32, "slot" },
+    { f.fp, 8, 8, false, 64, "fp" },
+    { f.seq, 16, 4, false, 32, "seq" },
+    { f.rid, 20, 1, false, 8, "rid" },
+    { f.nrep, 21, 1, false, 8, "nrep" },
+    { f.req, 22, 4, false, 32, "req" },
+  }
+  function proto.dissector(tvb, pinfo, tree)
+    local n = tvb:len()
+    pinfo.cols.protocol = "NETSTOR_NETLR"
+    local t = tree:add(proto, tvb(0, math.min(n, HDR)))
+    local v = {}
+    for _, e in ipairs(layout) do
+      local fld, off, nb, bo, w, name = e[1], e[2], e[3], e[4], e[5], e[6]
+      if off + nb > n then
+        t:add_proto_expert_info(e_short, string.format("truncated netstor_netlr header: %d of %d bytes", n, HDR))
+        pinfo.cols.info:set(string.format("netstor_netlr [truncated: %d of %d bytes]", n, HDR))
+        return n
+      end
+      local r = tvb(off, nb)
+      t:add(fld, r)
+      if bo then v[name] = r:bitfield(bo, w)
+      elseif nb > 4 then v[name] = r:uint64()
+      else v[name] = r:uint() end
+    end
+    local rest = n - HDR
+    local take = rest
+    if take > 0 then t:add(f.data, tvb(HDR, take)) end
+    local info = {}
+    info[#info + 1] = (vs.op[v.op] or tostring(v.op))
+    info[#info + 1] = "group=" .. tostring(v.group)
+    info[#info + 1] = "slot=" .. tostring(v.slot)
+    info[#info + 1] = "seq=" .. tostring(v.seq)
+    info[#info + 1] = "rid=" .. tostring(v.rid)
+    info[#info + 1] = "req=" .. tostring(v.req)
+    pinfo.cols.info:set(table.concat(info, " "))
+    t:append_text(" " .. table.concat(info, " "))
+    return n
+  end
+  DissectorTable.get("udp.port"):add(7460, proto)
+end
+
 -- XORInc (in-network erasure coding): UDP port 7450, 26-byte header
 do
   local proto = Proto("netstor_xorinc", "XORInc (in-network erasure coding)")
@@ -418,73 +485,6 @@ do
     return n
   end
   DissectorTable.get("udp.port"):add(7450, proto)
-end
-
--- NetLR (in-network leaderless replication): UDP port 7460, 26-byte header
-do
-  local proto = Proto("netstor_netlr", "NetLR (in-network leaderless replication)")
-  local vs = {}
-  vs.op = { [0] = "READ", [1] = "READ_REPLY", [2] = "WRITE", [3] = "WRITE_REPLY" }
-  local f = {}
-  f.op = ProtoField.uint8("netstor_netlr.op", "op", base.DEC, vs.op)
-  f.flags = ProtoField.uint8("netstor_netlr.flags", "flags", base.HEX, nil)
-  f.group = ProtoField.uint16("netstor_netlr.group", "group", base.DEC, nil)
-  f.slot = ProtoField.uint32("netstor_netlr.slot", "slot", base.DEC, nil)
-  f.fp = ProtoField.uint64("netstor_netlr.fp", "fp", base.HEX, nil)
-  f.seq = ProtoField.uint32("netstor_netlr.seq", "seq", base.DEC, nil)
-  f.rid = ProtoField.uint8("netstor_netlr.rid", "rid", base.DEC, nil)
-  f.nrep = ProtoField.uint8("netstor_netlr.nrep", "nrep", base.DEC, nil)
-  f.req = ProtoField.uint32("netstor_netlr.req", "req", base.DEC, nil)
-  f.data = ProtoField.bytes("netstor_netlr.data", "data")
-  proto.fields = { f.op, f.flags, f.group, f.slot, f.fp, f.seq, f.rid, f.nrep, f.req, f.data }
-  local e_short = ProtoExpert.new("netstor_netlr.malformed.short", "truncated netstor_netlr header", expert.group.MALFORMED, expert.severity.ERROR)
-  proto.experts = { e_short }
-  local HDR = 26
-  -- field, byte offset, byte count, bit offset in those bytes (or false), width, name
-  local layout = {
-    { f.op, 0, 1, false, 8, "op" },
-    { f.flags, 1, 1, false, 8, "flags" },
-    { f.group, 2, 2, false, 16, "group" },
-    { f.slot, 4, 4, false, 32, "slot" },
-    { f.fp, 8, 8, false, 64, "fp" },
-    { f.seq, 16, 4, false, 32, "seq" },
-    { f.rid, 20, 1, false, 8, "rid" },
-    { f.nrep, 21, 1, false, 8, "nrep" },
-    { f.req, 22, 4, false, 32, "req" },
-  }
-  function proto.dissector(tvb, pinfo, tree)
-    local n = tvb:len()
-    pinfo.cols.protocol = "NETSTOR_NETLR"
-    local t = tree:add(proto, tvb(0, math.min(n, HDR)))
-    local v = {}
-    for _, e in ipairs(layout) do
-      local fld, off, nb, bo, w, name = e[1], e[2], e[3], e[4], e[5], e[6]
-      if off + nb > n then
-        t:add_proto_expert_info(e_short, string.format("truncated netstor_netlr header: %d of %d bytes", n, HDR))
-        pinfo.cols.info:set(string.format("netstor_netlr [truncated: %d of %d bytes]", n, HDR))
-        return n
-      end
-      local r = tvb(off, nb)
-      t:add(fld, r)
-      if bo then v[name] = r:bitfield(bo, w)
-      elseif nb > 4 then v[name] = r:uint64()
-      else v[name] = r:uint() end
-    end
-    local rest = n - HDR
-    local take = rest
-    if take > 0 then t:add(f.data, tvb(HDR, take)) end
-    local info = {}
-    info[#info + 1] = (vs.op[v.op] or tostring(v.op))
-    info[#info + 1] = "group=" .. tostring(v.group)
-    info[#info + 1] = "slot=" .. tostring(v.slot)
-    info[#info + 1] = "seq=" .. tostring(v.seq)
-    info[#info + 1] = "rid=" .. tostring(v.rid)
-    info[#info + 1] = "req=" .. tostring(v.req)
-    pinfo.cols.info:set(table.concat(info, " "))
-    t:append_text(" " .. table.concat(info, " "))
-    return n
-  end
-  DissectorTable.get("udp.port"):add(7460, proto)
 end
 
 -- NICE (network-integrated key-value storage): UDP port 7470, 26-byte header
