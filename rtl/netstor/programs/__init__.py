@@ -23,10 +23,12 @@ def pipeline_offloads(extra=()):
     return [o for o in offs if o.bitstream or o.name in extra]
 
 
-def default_pipeline(n_ports=2, extra=()):
+def default_pipeline(n_ports=2, extra=(), exclude=()):
     """The programs of the default bitstream, in pipeline order; ``extra``: names of
-    offloads outside the bitstream (``bitstream=False``) to add in their registry position."""
-    offs = pipeline_offloads(extra)
+    offloads outside the bitstream (``bitstream=False``) to add in their registry position;
+    ``exclude``: names of offloads to leave out (a reference switch that models one offload
+    itself routes the rest through the others)."""
+    offs = [o for o in pipeline_offloads(extra) if o.name not in exclude]
     progs = [o.make_program(n_ports) for o in offs]
     routed = [p for o, p in zip(offs, progs) if o.routed_by_l3]
     return Pipeline([make_l3(n_ports, also=routed), make_primitives(n_ports), *progs],

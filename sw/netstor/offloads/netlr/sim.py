@@ -162,7 +162,11 @@ class RefNetLR:
 
     def __init__(self, pipeline, *, slots=1 << 17, inner=None):
         from netstor.cluster.switch import default_model_class
-        self.inner = (inner or default_model_class())(pipeline)
+        # everything but NetLR's packets is routed by the other programs (NetLR, in the
+        # default bitstream, would drop them here: its tables are the reference's own state)
+        from netstor.programs import default_pipeline
+        self.inner = (inner or default_model_class())(
+            default_pipeline(pipeline.n_ports, exclude=("netlr",)))
         self.P = pipeline.n_ports
         if slots & (slots - 1):
             raise ValueError("slots: a power of two")
