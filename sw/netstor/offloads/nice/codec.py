@@ -47,12 +47,12 @@ NICE-2PC (every member of the put set; the primary is one of them)
        wins**: ``(ts, primary)`` greater than the stored one replaces the value; the
        client's last req is recorded either way), deletes the pending record, releases the
        lock and answers ``TS_ACK``. ``TS`` for a put it already committed: ``TS_ACK`` again;
-       for a put it does not hold: ignored (counted ``nc_ts_unknown``: it never acked it, so
+       for a put it does not hold: ignored (counted ``ni_ts_unknown``: it never acked it, so
        the primary cannot be waiting for it).
     5. The primary, with every ``TS_ACK``, answers ``PUT_REPLY`` to the client. Missing
        ``PUT_ACK`` :data:`ACK_TIMEOUT` s after the primary's copy completed: ``ABORT`` to the
        client (it retries with the same ``req``) and the silent members reported to the
-       metadata service (:data:`T_REPORT`, ``nc_reports``). Missing ``TS_ACK``: ``TS`` re-sent
+       metadata service (:data:`T_REPORT`, ``ni_reports``). Missing ``TS_ACK``: ``TS`` re-sent
        unicast to them and reported; a configuration without them (the metadata service hid
        them) lets the put finish. A member holding a put locked :data:`LOCK_TIMEOUT` s
        asks the primary (:data:`T_QUERY`); no answer: it reports the primary (a failed
@@ -119,10 +119,10 @@ NOOB baselines on the same agents (:data:`T_NB_PUT`, :data:`T_NB_GET`)
     fragments and runs the same 2PC as NICE, TS by unicast fanout; gets at any replica,
     waiting on locks as above).
 
-Counters (``nc_`` prefix): ``nc_puts`` (complete objects locked), ``nc_commits``,
-``nc_applied`` (commits that changed the value), ``nc_gets``, ``nc_get_waits``,
-``nc_fwd_gets``, ``nc_nacks``, ``nc_aborts``, ``nc_reports``, ``nc_ts_resent``,
-``nc_ts_unknown``, ``nc_done`` (retries of committed puts), ``nc_frags``, ``nc_noob``.
+Counters (``ni_`` prefix): ``ni_puts`` (complete objects locked), ``ni_commits``,
+``ni_applied`` (commits that changed the value), ``ni_gets``, ``ni_get_waits``,
+``ni_fwd_gets``, ``ni_nacks``, ``ni_aborts``, ``ni_reports``, ``ni_ts_resent``,
+``ni_ts_unknown``, ``ni_done`` (retries of committed puts), ``ni_frags``, ``ni_noob``.
 """
 from __future__ import annotations
 
@@ -410,12 +410,12 @@ class _Config:
 # ---- the codec -----------------------------------------------------------------------------
 class NiceCodec(ServerCodec):
     name = "nice"
-    prefix = "nc"
+    prefix = "ni"
     default_port = NICE_UDP_PORT
     serves = True
-    extra_counters = ("nc_puts", "nc_commits", "nc_applied", "nc_gets", "nc_get_waits",
-                      "nc_fwd_gets", "nc_nacks", "nc_aborts", "nc_reports", "nc_ts_resent",
-                      "nc_ts_unknown", "nc_done", "nc_frags", "nc_noob")
+    extra_counters = ("ni_puts", "ni_commits", "ni_applied", "ni_gets", "ni_get_waits",
+                      "ni_fwd_gets", "ni_nacks", "ni_aborts", "ni_reports", "ni_ts_resent",
+                      "ni_ts_unknown", "ni_done", "ni_frags", "ni_noob")
 
     def __init__(self):
         self.lock = threading.RLock()
@@ -494,7 +494,7 @@ class NiceCodec(ServerCodec):
             self.server.count(name, n)
 
     def _send(self, payload, to):
-        self._count("nc_replies")
+        self._count("ni_replies")
         try:
             self.sock.sendto(payload, to)
         except OSError as e:
@@ -538,7 +538,7 @@ class NiceCodec(ServerCodec):
                 raise ValueError(f"op {h.op} is not served by a storage node")
             handler(h, key, rest, addr)
         except (ValueError, KeyError, struct.error, json.JSONDecodeError) as e:
-            server.count("nc_dropped")
+            server.count("ni_dropped")
             server.count("dropped")
             log.debug("nice: datagram from %s dropped: %s", addr, e)
 
@@ -555,7 +555,7 @@ class NiceCodec(ServerCodec):
 
     # ---- NICE-2PC: a member ----------------------------------------------------------------
     def _put(self, h, key, data, addr, noob=0, via=None):
-        self._count("nc_frags")
+        self._count("ni_frags")
         if not 1 <= h.nfrag <= n_frags(MAX_OBJECT) or h.size > MAX_OBJECT or \
                 h.nfrag != n_frags(h.size):
             raise ValueError(f"put of {h.size} bytes in {h.nfrag} fragments")
@@ -593,9 +593,9 @@ class NiceCodec(ServerCodec):
                     txn.put(_pkey(key, client, req), struct.pack("!I", len(value)) + value)
                 self.pending.setdefault(key, {})[(client, req)] = (len(value), part)
                 self.locked_at[(key, client, req)] = time.monotonic()
-                self._count("nc_puts")
+                self._count("ni_puts")
             if done:
-                self._count("nc_done")
+                self._count("ni_done")
             primary = self._primary_of(part)
             port = h.rsv or addr[1]
             if primary == self.cfg.node:
@@ -732,9 +732,9 @@ class NiceCodec(ServerCodec):
                 rec.last[who(client, req)] = max(rec.last.get(who(client, req), -1), req)
             if rec is not None:
                 txn.put(_okey(key), rec.pack())
-        self._count("nc_commits")
+        self._count("ni_commits")
         if applied:
-            self._count("nc_applied")
+            self._count("ni_applied")
         if not p:
             self.pending.pop(key, None)
             self._release(key)
@@ -749,7 +749,7 @@ class NiceCodec(ServerCodec):
             if not held:
                 rec = self.record(key)
                 if rec is None or not rec.done(cid, h.req):
-                    self._count("nc_ts_unknown")
+                    self._count("ni_ts_unknown")
                     return
             primary = h.frag
         if primary != self.cfg.node and primary in self.cfg.nodes:
@@ -782,11 +782,11 @@ class NiceCodec(ServerCodec):
 
     # ---- gets ------------------------------------------------------------------------------
     def _get(self, h, key, data, addr, env=None):
-        self._count("nc_gets")
+        self._count("ni_gets")
         to = self._reply_to(h, addr)
         with self.lock:
             if self.pending.get(key):
-                self._count("nc_get_waits")
+                self._count("ni_get_waits")
                 self.waiting.setdefault(key, []).append((h, to, env))
                 return
         self._answer_get(h, key, to, env)
@@ -803,7 +803,7 @@ class NiceCodec(ServerCodec):
                 c.parts[part]["handoff"] == c.node and h.op == OP_GET:
             rec = self.record(key, env=self.henv)
             if rec is None:            # an old object: the primary answers
-                self._count("nc_fwd_gets")
+                self._count("ni_fwd_gets")
                 fh = h._replace(op=OP_FWD_GET, flags=h.flags | F_FWD, client=ip_int(to[0]),
                                 rsv=to[1])
                 return self._send(pack(fh, key), self._node_addr(c.parts[part]["primary"]))
@@ -844,7 +844,7 @@ class NiceCodec(ServerCodec):
                 elif now - a.last > NACK_AFTER * (1 + a.nacks) and a.to is not None:
                     miss = a.missing()[:NACK_MAX]
                     a.nacks += 1
-                    self._count("nc_nacks")
+                    self._count("ni_nacks")
                     key = ident[3]
                     self._send(pack(head(OP_NACK, flags=F_PB if ident[0] == "pb" else 0,
                                          frag=self.cfg.node if self.cfg else 0,
@@ -866,7 +866,7 @@ class NiceCodec(ServerCodec):
                     continue
                 if not st.ts and now - st.since > ACK_TIMEOUT:
                     missing = members - st.acks
-                    self._count("nc_aborts")
+                    self._count("ni_aborts")
                     self._send(pack(head(OP_ABORT, cid=st.client, req=st.req,
                                          part=st.part), st.key),
                                (ip_text(st.client >> 16), st.port))
@@ -875,7 +875,7 @@ class NiceCodec(ServerCodec):
                 elif st.ts and now - st.ts_sent > TS_RESEND:
                     missing = members - st.ts_acks
                     st.ts_sent = now
-                    self._count("nc_ts_resent")
+                    self._count("ni_ts_resent")
                     self._send_ts(st, missing, unicast=True)
                     self._report(missing - st.reported)
                     st.reported |= missing
@@ -915,7 +915,7 @@ class NiceCodec(ServerCodec):
 
     def _report(self, nodes):
         for n in sorted(nodes):
-            self._count("nc_reports")
+            self._count("ni_reports")
             self.reports.append(n)
             md = self.cfg.metadata
             if md:
@@ -1187,7 +1187,7 @@ class NiceCodec(ServerCodec):
         self._send(pack(h, key, route.pack() + rest), nxt)
 
     def _nb_put(self, h, key, data, addr):
-        self._count("nc_noob")
+        self._count("ni_noob")
         route, rest = Route.unpack(data)
         if route.pos + 1 < len(route.hops):
             return self._forward(h, key, route, rest, addr)
@@ -1278,7 +1278,7 @@ class NiceCodec(ServerCodec):
                 self._finish(st)
 
     def _nb_get(self, h, key, data, addr):
-        self._count("nc_noob")
+        self._count("ni_noob")
         route, _ = Route.unpack(data)
         if route.pos + 1 < len(route.hops):
             return self._forward(h, key, route, b"", addr)

@@ -147,11 +147,11 @@ def test_objects_reassembled_byte_for_byte(rig, size):
         rec = rig.codec(n).record(key_bytes("obj"))
         assert rec.value == v and rec.ts == 1 and rec.primary == 1
         st = rig.srvs[n - 1].stats()
-        assert st["nc_puts"] == 1 and st["nc_commits"] == 1
+        assert st["ni_puts"] == 1 and st["ni_commits"] == 1
     # every fragment once per replica, plus what NACKs asked again (loopback drops some of a
     # 1 MiB burst when a socket buffer fills)
     assert c.stats["retries"] == 0
-    assert sum(s.stats()["nc_frags"] for s in rig.srvs) == \
+    assert sum(s.stats()["ni_frags"] for s in rig.srvs) == \
         3 * -(-size // FRAG_DATA) + c.stats["resent"]
     assert (c.stats["resent"] > 0) == (c.stats["nacks"] > 0)
 
@@ -174,7 +174,7 @@ def test_lost_fragment_repaired_by_nack(rig):
     assert h.req == 7 and h.ts == 1
     for n in (1, 2, 3):
         assert _get(s, rig.addr(n), key, req=100 + n) == (1, v)
-    assert sum(rig.srvs[n].stats()["nc_nacks"] for n in range(3)) >= 3
+    assert sum(rig.srvs[n].stats()["ni_nacks"] for n in range(3)) >= 3
 
 
 def test_get_of_a_locked_object_waits_for_the_commit(rig):
@@ -208,7 +208,7 @@ def test_get_of_a_locked_object_waits_for_the_commit(rig):
             got[h.frag] = rest
             first = h
     assert first.ts == 2 and b"".join(got[i] for i in range(4)) == new
-    assert rig.srvs[1].stats()["nc_get_waits"] == 1
+    assert rig.srvs[1].stats()["ni_get_waits"] == 1
 
 
 def test_retry_of_a_committed_put_is_not_applied_again(rig):
@@ -226,7 +226,7 @@ def test_retry_of_a_committed_put_is_not_applied_again(rig):
     assert h.req == 7 and h.ts == 0                       # answered, no new timestamp
     for n in (1, 2, 3):
         assert _get(s, rig.addr(n), key, req=200 + n) == (2, b"BBBB")
-    assert rig.srvs[0].stats()["nc_done"] >= 1
+    assert rig.srvs[0].stats()["ni_done"] >= 1
 
 
 def test_silent_secondary_aborts_the_put_and_the_retry_succeeds_without_it(rig):
@@ -306,7 +306,7 @@ def test_handoff_store_forwarded_gets_and_rejoin_catch_up(tmp_path):
                  r.addr(4))
         h, _, rest = _recv(s, OP_GET_REPLY)
         assert h.flags & C.F_FWD and rest == b"old-1" and h.ts == 1
-        assert r.srvs[3].stats()["nc_fwd_gets"] == 1
+        assert r.srvs[3].stats()["ni_fwd_gets"] == 1
         # node 3 back: phase 1 (in the put set, not serving gets), catch-up, phase 2
         time.sleep(0.4)
         r.srvs[2] = r._start(2)
@@ -382,7 +382,7 @@ def test_config_over_the_socket_and_bad_datagrams(rig):
     s.sendto(b"\x02" * 10, rig.addr(1))
     s.sendto(C.pack(C.head(99), b"k"), rig.addr(1))
     time.sleep(0.1)
-    assert rig.srvs[0].stats()["nc_dropped"] == 2
+    assert rig.srvs[0].stats()["ni_dropped"] == 2
 
 
 def test_pending_log_survives_a_restart(tmp_path):
