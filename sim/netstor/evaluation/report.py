@@ -60,3 +60,12 @@ def meta_info(scale, seed, executor, wall_s):
             "host": f"{platform.node()} ({platform.machine()}, Python "
                     f"{platform.python_version()})",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def ci_text(d, nd=2, scale=1.0):
+    """``"mean [lo, hi]"`` of a summary ``{"mean", "ci95"}`` divided by ``scale``, ``nd``
+    decimals; ``"n/a"`` when there is none."""
+    if not d or d.get("mean") is None:
+        return "n/a"
+    lo, hi = d["ci95"]
+    return f"{d['mean'] / scale:.{nd}f} [{lo / scale:.{nd}f}, {hi / scale:.{nd}f}]"

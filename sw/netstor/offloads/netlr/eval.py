@@ -44,6 +44,7 @@ from pathlib import Path
 from netstor.cluster.stats import ci95
 
 from .sim import SCHEMES, LrRun
+from netstor.evaluation.report import ci_text as _ci
 
 __all__ = ["PRESETS", "tasks", "run", "aggregate", "summary_of", "plot", "report_markdown",
            "EVALUATION", "main", "capacity_rps", "check_model"]
@@ -627,13 +628,6 @@ def plot(res, path):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def _ci(d, nd=2, scale=1.0):
-    if not d or d.get("mean") is None:
-        return "n/a"
-    lo, hi = d["ci95"]
-    return f"{d['mean'] / scale:.{nd}f} [{lo / scale:.{nd}f}, {hi / scale:.{nd}f}]"
 
 
 def report_markdown(res):

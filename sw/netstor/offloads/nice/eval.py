@@ -45,6 +45,7 @@ from netstor.cluster.stats import ci95
 from .codec import ACK_TIMEOUT
 from .metadata import BEAT
 from .sim import COSTS, failure_run, latency_run, measure_costs
+from netstor.evaluation.report import ci_text as _ci
 
 __all__ = ["PRESETS", "tasks", "run", "aggregate", "summary_of", "plot", "report_markdown",
            "EVALUATION", "main"]
@@ -353,13 +354,6 @@ def plot(res, path):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def _ci(d, nd=2, scale=1.0):
-    if not d or d.get("mean") is None:
-        return "n/a"
-    lo, hi = d["ci95"]
-    return f"{d['mean'] / scale:.{nd}f} [{lo / scale:.{nd}f}, {hi / scale:.{nd}f}]"
 
 
 def _size(z):
