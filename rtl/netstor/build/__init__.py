@@ -11,6 +11,7 @@ Writes, only when their text changed (so downstream Verilator builds are reused)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 
@@ -21,9 +22,38 @@ def build_core(pipeline=None, **kw):
     return NetstorCore(pipeline or default_pipeline(), **kw)
 
 
+@contextlib.contextmanager
+def zero_memories_uninitialised():
+    """Within the block, Amaranth's Verilog leaves out the ``initial`` block of a memory whose
+    initial contents are all zero.
+
+    Amaranth gives every memory an initial value; ours are declared ``init=[]`` (zeros). Written
+    out, a zero memory becomes one ``initial`` assignment per word: NetLR's 128K-slot table alone
+    was 131,072 lines (the core's Verilog 8.4 -> 19.1 MB) and about 70 % of the time it took to
+    generate. Without the block the contents are the same everywhere the Verilog goes: the
+    Verilator builds run with ``--x-initial 0`` (``netstor.sim.harness``), and block RAM and
+    UltraRAM power up cleared on the Alveo cards' UltraScale+ parts (UltraRAM cannot be
+    initialised at all). Memories with non-zero contents (e.g. a GF table) keep their block.
+    Only :func:`core_verilog` uses it; the formal jobs, whose proofs start from the declared
+    contents, do not."""
+    from amaranth.back import rtlil
+    emit = rtlil.ModuleEmitter.emit_memory
+
+    def emit_memory(self, cell_idx, cell):
+        if any(cell.init):
+            emit(self, cell_idx, cell)
+
+    rtlil.ModuleEmitter.emit_memory = emit_memory
+    try:
+        yield
+    finally:
+        rtlil.ModuleEmitter.emit_memory = emit
+
+
 def core_verilog(core):
     from amaranth.back import verilog
-    return verilog.convert(core, name="netstor_core", emit_src=False)
+    with zero_memories_uninitialised():
+        return verilog.convert(core, name="netstor_core", emit_src=False)
 
 
 def extra_verilog(core):

@@ -1,0 +1,55 @@
+"""``core_verilog``'s Verilog: zero memories without an ``initial`` block, others with theirs."""
+import re
+
+from amaranth.back import rtlil, verilog
+from amaranth.hdl import Module, Signal
+from amaranth.lib.memory import Memory
+
+from netstor.build import zero_memories_uninitialised
+
+
+def _two_memories():
+    m = Module()
+    m.submodules.zero = zero = Memory(shape=16, depth=64, init=[])
+    m.submodules.table = table = Memory(shape=8, depth=4, init=[0x1D, 0, 0x3A, 0x74])
+    addr, out0, out1 = Signal(6), Signal(16), Signal(8)
+    r0, r1 = zero.read_port(), table.read_port()
+    m.d.comb += [r0.addr.eq(addr), r1.addr.eq(addr[:2]), out0.eq(r0.data), out1.eq(r1.data)]
+    return m, [addr, out0, out1]
+
+
+def _initial_blocks(text):
+    return re.findall(r"initial begin\n(.*?)\n\s*end\n", text, re.S)
+
+
+def test_zero_memory_loses_its_initial_block_others_keep_theirs():
+    m, ports = _two_memories()
+    plain = verilog.convert(m, name="top", ports=ports, emit_src=False)
+    assert len(_initial_blocks(plain)) == 2          # Amaranth writes both out
+    m, ports = _two_memories()
+    with zero_memories_uninitialised():
+        text = verilog.convert(m, name="top", ports=ports, emit_src=False)
+    blocks = _initial_blocks(text)
+    assert len(blocks) == 1
+    words = sorted(re.findall(r"\[(\d+)\] = 8'h([0-9a-f]+)", blocks[0]))
+    assert words == [("0", "1d"), ("1", "00"), ("2", "3a"), ("3", "74")]
+    assert len(text) < len(plain)
+
+
+def test_the_emitter_is_restored_after_the_block():
+    before = rtlil.ModuleEmitter.emit_memory
+    try:
+        with zero_memories_uninitialised():
+            assert rtlil.ModuleEmitter.emit_memory is not before
+            raise RuntimeError("inside")
+    except RuntimeError:
+        pass
+    assert rtlil.ModuleEmitter.emit_memory is before
+
+
+def test_verilator_builds_start_memories_at_zero():
+    """The assumption that makes the left-out block harmless in simulation."""
+    import inspect
+    from netstor.sim import harness
+    src = inspect.getsource(harness.run_cocotb)
+    assert '"--x-initial", "0"' in src
