@@ -34,8 +34,11 @@ FORCE:
 
 venv: $(EDITABLE)
 
+# RTL_EXTRA: offloads outside the default bitstream to build in too (e.g. RTL_EXTRA=xorinc,nice);
+# the host schema (build/rtl/schema.json) follows. `make test` regenerates the default.
+RTL_EXTRA ?=
 rtl: $(EDITABLE)
-	$(PY) -m netstor.build rtl --out build/rtl
+	$(PY) -m netstor.build rtl --out build/rtl $(if $(RTL_EXTRA),--extra $(RTL_EXTRA))
 
 # System packages the tests need (tshark for the Wireshark dissector test); apt only if missing.
 .PHONY: sysdeps

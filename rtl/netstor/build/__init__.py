@@ -16,10 +16,14 @@ import json
 from pathlib import Path
 
 
-def build_core(pipeline=None, **kw):
+def build_core(pipeline=None, *, extra=(), **kw):
+    """The core of ``pipeline`` (default: the default bitstream's programs, plus the offloads
+    outside it named in ``extra``, e.g. ``("xorinc", "nice")``)."""
     from netstor.programs import default_pipeline
     from netstor.gateware.core import NetstorCore
-    return NetstorCore(pipeline or default_pipeline(), **kw)
+    if pipeline is not None and extra:
+        raise ValueError("build_core: give a pipeline or extra offloads, not both")
+    return NetstorCore(pipeline or default_pipeline(extra=extra), **kw)
 
 
 @contextlib.contextmanager
@@ -73,8 +77,8 @@ def write_if_changed(path: Path, text: str):
     return False
 
 
-def generate(out: Path):
-    core = build_core()
+def generate(out: Path, extra=()):
+    core = build_core(extra=extra)
     files = {
         "netstor_core.v": core_verilog(core),
         "schema.json": json.dumps(core.schema, indent=1, sort_keys=True) + "\n",
@@ -90,9 +94,17 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m netstor.build")
     ap.add_argument("what", choices=["rtl"])
     ap.add_argument("--out", default="build/rtl")
+    ap.add_argument("--extra", default="",
+                    help="comma-separated offloads outside the default bitstream to build in "
+                         "too (e.g. xorinc,nice; `make rtl RTL_EXTRA=xorinc,nice`)")
     a = ap.parse_args(argv)
-    core, changed = generate(Path(a.out))
-    print(f"netstor: {a.out}: header-path latency {core.datapath.latency} cycles; "
+    extra = tuple(x for x in a.extra.split(",") if x)
+    try:
+        core, changed = generate(Path(a.out), extra)
+    except KeyError as e:
+        ap.error(str(e.args[0]))
+    progs = ", ".join(p.name for p in core.pipeline.programs)
+    print(f"netstor: {a.out}: programs {progs}; header-path latency {core.datapath.latency} cycles; "
           f"{len(core.schema.get('memories', []))} memories, "
           f"{len(core.schema.get('counters', []))} counters; "
           f"{'rewrote ' + ', '.join(changed) if changed else 'up to date'}")
