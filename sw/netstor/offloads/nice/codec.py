@@ -85,7 +85,10 @@ Handoff
     in a **separate LMDB environment** (``<db>/nice-handoff``): only the objects written
     while it stands in. A get of an object it does not hold (absent there, not pending) is
     forwarded to the primary (``FWD_GET``, flag :data:`.header.F_FWD`), which answers the
-    client itself.
+    client itself. When a new view no longer names it the handoff of a partition (phase 2
+    of the failed node's rejoin: that node caught up from this store first), the store's
+    objects of that partition are dropped (:meth:`NiceCodec.clear_handoff`,
+    ``ni_handoff_cleared``); those of partitions it still stands in for stay.
 
 Rejoin (phase 1 done by the metadata service: the node in the put set, not in the unicast
 mapping)
@@ -122,7 +125,8 @@ NOOB baselines on the same agents (:data:`T_NB_PUT`, :data:`T_NB_GET`)
 Counters (``ni_`` prefix): ``ni_puts`` (complete objects locked), ``ni_commits``,
 ``ni_applied`` (commits that changed the value), ``ni_gets``, ``ni_get_waits``,
 ``ni_fwd_gets``, ``ni_nacks``, ``ni_aborts``, ``ni_reports``, ``ni_ts_resent``,
-``ni_ts_unknown``, ``ni_done`` (retries of committed puts), ``ni_frags``, ``ni_noob``.
+``ni_ts_unknown``, ``ni_done`` (retries of committed puts), ``ni_frags``, ``ni_noob``,
+``ni_handoff_cleared`` (handoff-store objects dropped after a rejoin).
 """
 from __future__ import annotations
 
@@ -415,7 +419,8 @@ class NiceCodec(ServerCodec):
     serves = True
     extra_counters = ("ni_puts", "ni_commits", "ni_applied", "ni_gets", "ni_get_waits",
                       "ni_fwd_gets", "ni_nacks", "ni_aborts", "ni_reports", "ni_ts_resent",
-                      "ni_ts_unknown", "ni_done", "ni_frags", "ni_noob")
+                      "ni_ts_unknown", "ni_done", "ni_frags", "ni_noob",
+                      "ni_handoff_cleared")
 
     def __init__(self):
         self.lock = threading.RLock()
@@ -471,9 +476,35 @@ class NiceCodec(ServerCodec):
         the put set are re-evaluated."""
         c = _Config(cfg)
         with self.lock:
-            self.cfg = c
+            old, self.cfg = self.cfg, c
+            if old is not None and self.henv is not None:
+                done = {p for p, v in old.parts.items() if v["handoff"] == old.node and
+                        (p not in c.parts or c.parts[p]["handoff"] != c.node)}
+                if done:
+                    self.clear_handoff(done)
             for st in list(self.coord.values()):
                 self._advance(st)
+
+    def clear_handoff(self, partitions):
+        """(under lock) Drop the handoff store's objects of ``partitions`` (this node stands
+        in for them no more: the view that ends the rejoin's phase 2 took it out of their
+        mappings, and the rejoined node caught up from this store before). Objects of
+        partitions it still stands in for stay. Returns the number dropped."""
+        parts = set(partitions)
+        n = 0
+        with self.henv.begin(write=True) as txn:
+            cur = txn.cursor()
+            if cur.set_range(b"no"):
+                while cur.key().startswith(b"no"):
+                    if self._part(cur.key()[2:]) in parts:
+                        cur.delete()           # moves to the next record
+                        n += 1
+                    elif not cur.next():
+                        break
+        self._count("ni_handoff_cleared", n)
+        log.debug("nice: handoff store of partitions %s cleared (%d objects)",
+                  sorted(parts), n)
+        return n
 
     def _load_log(self):
         with self.server.env.begin() as txn:

@@ -318,8 +318,103 @@ def test_handoff_store_forwarded_gets_and_rejoin_catch_up(tmp_path):
         assert j.record(key_bytes("new")).value == b"new-1"
         assert j.record(key_bytes("both")).value == b"both-2"
         assert j.record(key_bytes("old")).value == b"old-1"
+        # phase 2: node 4 is no longer the handoff: its handoff store is emptied, its main
+        # store never held the partition, and every replica answers the latest acked value
         r.set(primary=1, replicas=[1, 2, 3], put_set=[1, 2, 3])
-        assert _get(s, r.addr(3), key_bytes("both"), req=3) == (2, b"both-2")
+        acked = {"old": (1, b"old-1"), "both": (2, b"both-2"), "new": (1, b"new-1")}
+        assert _objects(h4.henv) == {}
+        assert r.srvs[3].stats()["ni_handoff_cleared"] == 2
+        assert _objects(r.srvs[3].env) == {}
+        for n in (1, 2, 3):
+            for i, (k, want) in enumerate(sorted(acked.items())):
+                assert _get(s, r.addr(n), key_bytes(k), req=10 * n + i) == want, (n, k)
+    finally:
+        r.stop()
+
+
+def _objects(env):
+    """``{key: (ts, value)}`` of an LMDB store's committed objects (read directly)."""
+    out = {}
+    with env.begin() as txn:
+        for k, raw in txn.cursor():
+            if k.startswith(b"no"):
+                rec = C.Record.unpack(raw)
+                out[k[2:]] = (rec.ts, rec.value)
+    return out
+
+
+def _keys_of(part, n_parts, count, prefix):
+    """``count`` key names whose partition (the default subgroup map) is ``part``."""
+    from netstor.offloads.nice.header import UNICAST, default_partition, subgroup
+    out, i = [], 0
+    while len(out) < count:
+        name = f"{prefix}{i}"
+        s = subgroup(key_bytes(name), UNICAST)
+        if default_partition(s, UNICAST.n_subgroups, n_parts) == part:
+            out.append(name)
+        i += 1
+    return out
+
+
+def test_handoff_store_cleared_per_partition_after_rejoin(tmp_path):
+    """Two partitions, both with node 3 as a member; node 3 fails and node 4 stands in for
+    both (its handoff store takes the objects written meanwhile). Node 3's rejoin ends for
+    partition 0 first: only partition 0's objects leave node 4's handoff store; partition
+    1's stay (node 4 still serves them) until its rejoin ends too. At each step gets at every
+    replica return the latest acked value of an independent record of the acked puts."""
+    r = Rig(tmp_path, n=4)
+
+    def view(p0, p1):
+        parts = {0: p0, 1: p1}
+        for n in range(1, 5):
+            if r.srvs[n - 1].running:
+                r.codec(n).configure({"node": n, "nodes": r.nodes, "n_partitions": 2,
+                                      "fanout": True, "partitions": parts})
+        return Placement(r.nodes, parts, 2)
+
+    def part(primary, replicas, put_set=None, handoff=None):
+        return {"primary": primary, "replicas": replicas, "put_set": put_set or replicas,
+                "handoff": handoff}
+    try:
+        k0, k1 = _keys_of(0, 2, 3, "a"), _keys_of(1, 2, 3, "b")
+        acked = {}
+
+        def put(pl, cid, names, tag):
+            with NiceClient(Direct(pl), client_id=cid, bind=(LOOP, 0), timeout=1.0) as c:
+                for k in names:
+                    v = f"{k}-{tag}".encode()
+                    c.put(k, v)
+                    acked[k] = v
+
+        def check(pl, nodes):
+            with NiceClient(Direct(pl), client_id=9, bind=(LOOP, 0), timeout=1.0) as c:
+                for n in nodes:
+                    c.fabric.get_node = n
+                    for k, v in acked.items():
+                        if n in pl.parts[pl.part_of(key_bytes(k))]["replicas"]:
+                            assert c.get(k) == v, (n, k)
+        pl = view(part(1, [1, 2, 3]), part(2, [2, 3, 1]))
+        put(pl, 1, k0 + k1, "1")
+        r.srvs[2].stop()
+        pl = view(part(1, [1, 2, 4], handoff=4), part(2, [2, 4, 1], handoff=4))
+        put(pl, 2, k0[:2] + k1[:2], "2")
+        h4 = r.codec(4)
+        assert len(_objects(h4.henv)) == 4
+        time.sleep(0.4)
+        r.srvs[2] = r._start(2)
+        r.nodes[3] = list(r.srvs[2].offload_address("nice"))
+        pl = view(part(1, [1, 2, 4], [1, 2, 3, 4], 4), part(2, [2, 4, 1], [2, 4, 1, 3], 4))
+        for p in (0, 1):
+            assert r.codec(3).catch_up(r.addr(4), db="handoff", partitions=[p])["ok"]
+        pl = view(part(1, [1, 2, 3]), part(2, [2, 4, 1], [2, 4, 1, 3], 4))
+        left = _objects(h4.henv)
+        assert sorted(left) == sorted(key_bytes(k) for k in k1[:2])
+        assert r.srvs[3].stats()["ni_handoff_cleared"] == 2
+        check(pl, (1, 2, 3, 4))
+        pl = view(part(1, [1, 2, 3]), part(2, [2, 3, 1]))
+        assert _objects(h4.henv) == {} and _objects(r.srvs[3].env) == {}
+        assert r.srvs[3].stats()["ni_handoff_cleared"] == 4
+        check(pl, (1, 2, 3))
     finally:
         r.stop()
 
