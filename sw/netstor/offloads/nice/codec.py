@@ -94,9 +94,12 @@ Rejoin (phase 1 done by the metadata service: the node in the put set, not in th
 mapping)
     :data:`T_CATCHUP` (JSON ``{"donor": [ip, port], "db": "handoff"|"main", "partitions":
     [...]}``) to the joining node: it lists the donor's objects (:data:`T_SYNC` /
-    :data:`T_SYNC_REPLY`: keys with ``(ts, primary)``, in key order, batches), fetches every
-    one newer than its own (:data:`T_FETCH`, answered as ``GET_REPLY`` fragments) and commits
-    it newest-wins; then it **resolves its own logged puts** (pending records that survived
+    :data:`T_SYNC_REPLY`: keys with ``(ts, primary)``, in key order, :data:`SYNC_BATCH` per
+    reply), fetches the ones newer than its own **in batches** (:data:`T_FETCH_MANY`: up to
+    :data:`FETCH_BATCH` keys in one request, answered by :data:`T_FETCH_MANY_REPLY`
+    fragments of whole objects, at most :data:`.header.FRAG_DATA` bytes each; an object too
+    large for one fragment by itself, :data:`T_FETCH`, answered as ``GET_REPLY``
+    fragments) and commits each batch newest-wins in one LMDB transaction; then it **resolves its own logged puts** (pending records that survived
     its crash) with the primary (:data:`T_QUERY`): committed there -> committed here with the
     primary's ts; pending there -> kept (the retry or TS completes it); unknown -> dropped.
     The answer :data:`T_CATCHUP_DONE` (JSON counts); then the metadata service runs phase 2.
@@ -153,7 +156,7 @@ __all__ = ["NiceCodec", "Record", "Reassembly", "pack", "unpack", "frags_of", "R
            "ip_int", "ip_text", "T_CONFIG", "T_CONFIG_ACK", "T_QUERY", "T_QUERY_REPLY",
            "T_PROMOTE", "T_PROMOTE_DONE", "T_CATCHUP", "T_CATCHUP_DONE", "T_SYNC",
            "T_SYNC_REPLY", "T_FETCH", "T_REPORT", "T_NB_PUT", "T_NB_GET", "T_NB_REP",
-           "T_NB_REP_ACK", "cid_of", "who", "HOST_OPS", "F_DONE", "F_DISCARD", "F_2PC", "F_PB",
+           "T_NB_REP_ACK", "T_FETCH_MANY", "T_FETCH_MANY_REPLY", "cid_of", "who", "HOST_OPS", "F_DONE", "F_DISCARD", "F_2PC", "F_PB",
            "F_LAST",
            "NACK_AFTER", "ACK_TIMEOUT", "head"]
 
@@ -176,12 +179,15 @@ T_NB_PUT = 28
 T_NB_GET = 29
 T_NB_REP = 30
 T_NB_REP_ACK = 31
+T_FETCH_MANY = 32
+T_FETCH_MANY_REPLY = 33
 HOST_OPS = {T_CONFIG: "CONFIG", T_CONFIG_ACK: "CONFIG_ACK", T_QUERY: "QUERY",
             T_QUERY_REPLY: "QUERY_REPLY", T_PROMOTE: "PROMOTE", T_PROMOTE_DONE: "PROMOTE_DONE",
             T_CATCHUP: "CATCHUP", T_CATCHUP_DONE: "CATCHUP_DONE", T_SYNC: "SYNC",
             T_SYNC_REPLY: "SYNC_REPLY", T_FETCH: "FETCH", T_REPORT: "REPORT",
             T_NB_PUT: "NB_PUT", T_NB_GET: "NB_GET", T_NB_REP: "NB_REP",
-            T_NB_REP_ACK: "NB_REP_ACK"}
+            T_NB_REP_ACK: "NB_REP_ACK", T_FETCH_MANY: "FETCH_MANY",
+            T_FETCH_MANY_REPLY: "FETCH_MANY_REPLY"}
 
 # the agents' flags (the header's F_RETRY 0x01, F_FWD 0x02, F_RESEND 0x04 are below)
 F_DONE = 0x10        # PUT_ACK: the put was committed here before (a retry)
@@ -197,7 +203,6 @@ TS_RESEND = 0.2          # s between TS re-sends to members that did not TS_ACK
 LOCK_TIMEOUT = 0.5       # s a member holds a put locked before it checks the primary
 ASSEMBLY_IDLE = 5.0      # s an incomplete reassembly is kept without a new fragment
 TICK = 0.01
-SYNC_BATCH = 40          # keys per SYNC_REPLY
 HOST_TIMEOUT = 0.3       # s per host request (catch-up, query), retried
 HOST_TRIES = 20
 
@@ -206,6 +211,11 @@ _ADDR = struct.Struct("!IH")
 _REC = struct.Struct("!IHQIH")       # ts, primary, client, req, n (then n x client, req)
 _CR = struct.Struct("!QI")
 _SYNC = struct.Struct("!16sIH")      # key, ts, primary
+SYNC_BATCH = FRAG_DATA // _SYNC.size     # keys per SYNC_REPLY (one fragment's data: 63)
+_OBJ = struct.Struct("!16sIHBI")     # FETCH_MANY_REPLY record: key, ts, primary, kind, size
+OBJ_VALUE, OBJ_ALONE, OBJ_ABSENT = 0, 1, 2      # its kinds: value follows, too large, absent
+#: keys per FETCH_MANY request (a db byte, then the 16-byte keys: one fragment's data)
+FETCH_BATCH = (FRAG_DATA - 1) // KEY_LEN
 
 
 def ip_int(addr) -> int:
@@ -581,7 +591,8 @@ class NiceCodec(ServerCodec):
                 T_CATCHUP_DONE: self._host_reply, T_PROMOTE_DONE: self._host_reply,
                 OP_GET_REPLY: self._host_reply,
                 T_PROMOTE: self._promote, T_CATCHUP: self._catchup, T_SYNC: self._sync,
-                T_FETCH: self._fetch, T_NB_PUT: self._nb_put, T_NB_GET: self._nb_get,
+                T_FETCH: self._fetch, T_FETCH_MANY: self._fetch_many,
+                T_FETCH_MANY_REPLY: self._host_reply, T_NB_PUT: self._nb_put, T_NB_GET: self._nb_get,
                 T_NB_REP: self._nb_rep, T_NB_REP_ACK: self._nb_rep_ack}
 
     # ---- NICE-2PC: a member ----------------------------------------------------------------
@@ -1114,6 +1125,41 @@ class NiceCodec(ServerCodec):
         env = self.henv if q.get("db") == "handoff" else self.server.env
         self.send_object(h, key, self.record(key, env=env), addr)
 
+    def _fetch_many(self, h, key, data, addr):
+        """Several objects in few datagrams: the request is a db byte (0 main, 1 handoff)
+        and 16-byte keys; the answer ``T_FETCH_MANY_REPLY`` fragments (``frag`` of
+        ``nfrag``), each at most :data:`.header.FRAG_DATA` bytes of records (``_OBJ``:
+        key, ts, primary, kind, size; the value after a ``OBJ_VALUE`` record). An object
+        whose record does not fit one fragment is named ``OBJ_ALONE`` (fetched by itself,
+        :data:`T_FETCH`); one the donor does not hold ``OBJ_ABSENT``."""
+        if not data or (len(data) - 1) % KEY_LEN or len(data) - 1 > FETCH_BATCH * KEY_LEN:
+            raise ValueError(f"FETCH_MANY of {len(data)} bytes")
+        env = self.henv if data[0] == 1 else self.server.env
+        keys = [data[i:i + KEY_LEN] for i in range(1, len(data), KEY_LEN)]
+        recs = []
+        with env.begin(buffers=False) as txn:
+            for k in keys:
+                raw = txn.get(_okey(k))
+                if raw is None:
+                    recs.append(_OBJ.pack(k, 0, 0, OBJ_ABSENT, 0))
+                    continue
+                rec = Record.unpack(raw)
+                if _OBJ.size + len(rec.value) > FRAG_DATA:
+                    recs.append(_OBJ.pack(k, rec.ts, rec.primary, OBJ_ALONE, len(rec.value)))
+                else:
+                    recs.append(_OBJ.pack(k, rec.ts, rec.primary, OBJ_VALUE,
+                                          len(rec.value)) + rec.value)
+        frags, cur = [], b""
+        for r in recs:
+            if cur and len(cur) + len(r) > FRAG_DATA:
+                frags.append(cur)
+                cur = b""
+            cur += r
+        frags.append(cur)
+        for i, chunk in enumerate(frags):
+            self._send(pack(h._replace(op=T_FETCH_MANY_REPLY, frag=i, nfrag=len(frags)), key,
+                            chunk), addr)
+
     def _catchup(self, h, key, data, addr):
         q = json.loads(data)
 
@@ -1134,26 +1180,23 @@ class NiceCodec(ServerCodec):
         primaries (module docstring)."""
         t0 = time.monotonic()
         res = {"ok": False, "objects": 0, "fetched": 0, "applied": 0, "batches": 0,
+               "fetch_requests": 0, "fetch_replies": 0, "fetched_alone": 0,
                "log_committed": 0, "log_dropped": 0, "log_kept": 0}
         after = None
         while True:
             q = {"db": db, "partitions": partitions, "after": after.hex() if after else None}
             rh, _, raw = self.ask(donor, T_SYNC, json.dumps(q).encode())
             res["batches"] += 1
+            want = []
             for i in range(rh.nfrag):
                 okey, ts, prim = _SYNC.unpack_from(raw, i * _SYNC.size)
                 res["objects"] += 1
                 after = okey
                 mine = self.record(okey)
-                if mine is not None and mine.order >= (ts, prim):
-                    continue
-                parts = self.ask(donor, T_FETCH, json.dumps({"db": db}).encode(), okey,
-                                 frags=True, timeout=1.0)
-                value = b"".join(p[2] for p in parts)
-                fh = parts[0][0]
-                res["fetched"] += 1
-                if self._merge(okey, Record(fh.ts, fh.rsv, 0, 0, {}, value)):
-                    res["applied"] += 1
+                if mine is None or mine.order < (ts, prim):
+                    want.append(okey)
+            for i in range(0, len(want), FETCH_BATCH):
+                self._fetch_batch(donor, db, want[i:i + FETCH_BATCH], res)
             if rh.flags & F_LAST:
                 break
         # the logged puts of this node (pending records that survived a crash)
@@ -1182,19 +1225,49 @@ class NiceCodec(ServerCodec):
         res["seconds"] = round(time.monotonic() - t0, 4)
         return res
 
-    def _merge(self, key, new):
-        """Commit a copied object if newer (its last-req map kept)."""
+    def _fetch_batch(self, donor, db, keys, res):
+        """Copy ``keys`` from the donor: one ``T_FETCH_MANY`` (its reply's fragments), the
+        objects too large for a fragment one ``T_FETCH`` each; merged newest-wins in one
+        LMDB transaction."""
+        parts = self.ask(donor, T_FETCH_MANY, bytes([db == "handoff"]) + b"".join(keys),
+                         frags=True, timeout=1.0)
+        res["fetch_requests"] += 1
+        res["fetch_replies"] += len(parts)
+        got = []
+        for _, _, raw in parts:
+            pos = 0
+            while pos < len(raw):
+                k, ts, prim, kind, size = _OBJ.unpack_from(raw, pos)
+                pos += _OBJ.size
+                if kind == OBJ_VALUE:
+                    got.append((k, Record(ts, prim, 0, 0, {}, raw[pos:pos + size])))
+                    pos += size
+                elif kind == OBJ_ALONE:
+                    one = self.ask(donor, T_FETCH, json.dumps({"db": db}).encode(), k,
+                                   frags=True, timeout=1.0)
+                    res["fetched_alone"] += 1
+                    fh = one[0][0]
+                    got.append((k, Record(fh.ts, fh.rsv, 0, 0, {},
+                                          b"".join(p[2] for p in one))))
+        res["fetched"] += len(got)
+        res["applied"] += self._merge_many(got)
+
+    def _merge_many(self, objects):
+        """Commit copied objects ``[(key, Record)]`` in one transaction, each if newer than
+        the stored one (its last-req map kept); the number applied."""
+        n = 0
         with self.lock:
-            env = self.server.env
-            with env.begin(write=True) as txn:
-                old = txn.get(_okey(key))
-                rec = Record.unpack(old) if old is not None else None
-                if rec is not None and rec.order >= new.order:
-                    return False
-                if rec is not None:
-                    new.last = dict(rec.last)
-                txn.put(_okey(key), new.pack())
-            return True
+            with self.server.env.begin(write=True) as txn:
+                for key, new in objects:
+                    old = txn.get(_okey(key))
+                    rec = Record.unpack(old) if old is not None else None
+                    if rec is not None and rec.order >= new.order:
+                        continue
+                    if rec is not None:
+                        new.last = dict(rec.last)
+                    txn.put(_okey(key), new.pack())
+                    n += 1
+        return n
 
     # ---- NOOB baselines --------------------------------------------------------------------
     def _forward(self, h, key, route, rest, addr):

@@ -332,6 +332,45 @@ def test_handoff_store_forwarded_gets_and_rejoin_catch_up(tmp_path):
         r.stop()
 
 
+def test_catch_up_batches_objects(tmp_path):
+    """Node 3 misses 150 puts (140 new objects, 10 newer values; 3 of them 3,000 bytes: too
+    large for one reply fragment, fetched alone) and comes back on its stale database: the
+    catch-up from node 1 copies them in batches: the datagrams the donor received and sent
+    during it (its own counters) are far fewer than the objects copied, and node 3's store
+    then equals nodes 1's and 2's (every key, timestamp and value)."""
+    r = Rig(tmp_path)
+    try:
+        with r.client() as c:
+            for i in range(20):
+                c.put(f"o{i}", f"old-{i}".encode())
+        r.srvs[2].stop()
+        r.set(primary=1, replicas=[1, 2], put_set=[1, 2])
+        with r.client(cid=2) as c:
+            for i in range(10, 160):
+                v = f"v{i}-".encode() * (3000 // 6 if i % 40 == 0 else 3)
+                c.put(f"o{i}", v)
+        time.sleep(0.4)
+        r.srvs[2] = r._start(2)
+        r.nodes[3] = list(r.srvs[2].offload_address("nice"))
+        r.set(primary=1, replicas=[1, 2], put_set=[1, 2, 3])
+        before = r.srvs[0].stats()
+        res = r.codec(3).catch_up(r.addr(1), db="main")
+        after = r.srvs[0].stats()
+        msgs = (after["ni_received"] - before["ni_received"] +
+                after["ni_replies"] - before["ni_replies"])
+        print(res, "donor datagrams", msgs)
+        assert res["ok"] and res["objects"] == 160
+        assert res["fetched"] == res["applied"] == 150 and res["fetched_alone"] == 3
+        # 3 SYNC exchanges (63 keys each), 3 FETCH_MANY (+ their fragments), 3 alone
+        assert res["batches"] == 3 and res["fetch_requests"] == 3
+        assert msgs < 150 // 3, msgs
+        main = _objects(r.srvs[0].env)
+        assert len(main) == 160
+        assert _objects(r.srvs[2].env) == main == _objects(r.srvs[1].env)
+    finally:
+        r.stop()
+
+
 def _objects(env):
     """``{key: (ts, value)}`` of an LMDB store's committed objects (read directly)."""
     out = {}
