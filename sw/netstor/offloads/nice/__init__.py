@@ -11,6 +11,9 @@ Protocol: ``docs/nice.md``.
   function the metadata service reuses.
 * :mod:`.metadata` -- the metadata service's membership logic (heartbeats, failure
   detection, handoff, two-phase rejoin, primary promotion), written as diffed table writes.
+* :mod:`.codec` / :mod:`.schemes` -- ``netstor-server``'s storage nodes (NICE-2PC on LMDB,
+  handoff, catch-up, promotion, the NOOB baselines) and the clients: the history-recording
+  ones and ``netstor-load --scheme nice``.
 
 Not in the default bitstream (``bitstream=False``): NICE runs in the golden model, the test
 bed and the simulator: ``netstor.programs.default_pipeline(extra=("nice",))``.
@@ -26,6 +29,7 @@ OFFLOAD = Offload(
     wire=f"{__name__}.header:wire",
     config_section=f"{__name__}.config:apply_section",
     codec=f"{__name__}.codec:NiceCodec",
+    schemes=f"{__name__}.schemes:SCHEMES",
     demo=f"{__name__}.demo:demo_step",
     evaluation=f"{__name__}.eval:EVALUATION",
     bitstream=False,

@@ -99,8 +99,9 @@ mapping)
     :data:`FETCH_BATCH` keys in one request, answered by :data:`T_FETCH_MANY_REPLY`
     fragments of whole objects, at most :data:`.header.FRAG_DATA` bytes each; an object too
     large for one fragment by itself, :data:`T_FETCH`, answered as ``GET_REPLY``
-    fragments) and commits each batch newest-wins in one LMDB transaction; then it **resolves its own logged puts** (pending records that survived
-    its crash) with the primary (:data:`T_QUERY`): committed there -> committed here with the
+    fragments) and commits each batch newest-wins in one LMDB transaction; then it
+    **resolves its own logged puts** (pending records that survived its crash) with the
+    primary (:data:`T_QUERY`): committed there -> committed here with the
     primary's ts; pending there -> kept (the retry or TS completes it); unknown -> dropped.
     The answer :data:`T_CATCHUP_DONE` (JSON counts); then the metadata service runs phase 2.
 
@@ -156,8 +157,8 @@ __all__ = ["NiceCodec", "Record", "Reassembly", "pack", "unpack", "frags_of", "R
            "ip_int", "ip_text", "T_CONFIG", "T_CONFIG_ACK", "T_QUERY", "T_QUERY_REPLY",
            "T_PROMOTE", "T_PROMOTE_DONE", "T_CATCHUP", "T_CATCHUP_DONE", "T_SYNC",
            "T_SYNC_REPLY", "T_FETCH", "T_REPORT", "T_NB_PUT", "T_NB_GET", "T_NB_REP",
-           "T_NB_REP_ACK", "T_FETCH_MANY", "T_FETCH_MANY_REPLY", "cid_of", "who", "HOST_OPS", "F_DONE", "F_DISCARD", "F_2PC", "F_PB",
-           "F_LAST",
+           "T_NB_REP_ACK", "T_FETCH_MANY", "T_FETCH_MANY_REPLY", "cid_of", "who", "HOST_OPS",
+           "F_DONE", "F_DISCARD", "F_2PC", "F_PB", "F_LAST",
            "NACK_AFTER", "ACK_TIMEOUT", "head"]
 
 log = logging.getLogger("netstor.offloads.nice.codec")
@@ -592,7 +593,8 @@ class NiceCodec(ServerCodec):
                 OP_GET_REPLY: self._host_reply,
                 T_PROMOTE: self._promote, T_CATCHUP: self._catchup, T_SYNC: self._sync,
                 T_FETCH: self._fetch, T_FETCH_MANY: self._fetch_many,
-                T_FETCH_MANY_REPLY: self._host_reply, T_NB_PUT: self._nb_put, T_NB_GET: self._nb_get,
+                T_FETCH_MANY_REPLY: self._host_reply, T_NB_PUT: self._nb_put,
+                T_NB_GET: self._nb_get,
                 T_NB_REP: self._nb_rep, T_NB_REP_ACK: self._nb_rep_ack}
 
     # ---- NICE-2PC: a member ----------------------------------------------------------------

@@ -21,7 +21,8 @@ On a rack (:class:`netstor.testbed.rack.Rack`, server ``k`` = node ``k``):
 :func:`rack_section`, :class:`Controller` (the metadata service: :class:`.metadata.Metadata`
 driven by the wall clock and the nodes' reports, every change pushed to the switch and to
 the nodes), :func:`run_failover` (clients, a node killed, hidden, brought back through the
-two-phase rejoin; histories checked).
+two-phase rejoin; histories checked), :func:`run_load` (``netstor-load --scheme nice`` from a
+client host, every request listed, the nodes' stores read after).
 """
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ from .header import NICE_UDP_PORT, default_partition
 from .metadata import Metadata
 
 __all__ = ["nice_pipeline", "rack_section", "node_config", "set_section", "Hand", "hand_call",
-           "Controller", "run_failover", "demo_step", "verdict", "main", "HAND_PORT"]
+           "Controller", "run_failover", "run_load", "demo_step", "verdict", "main",
+           "HAND_PORT", "replica_records", "replica_states"]
 
 HAND_PORT = 7479          #: the hand's UDP port (the nodes' metadata address)
 SERVER_PORT = 1           #: the servers' wire port
@@ -381,8 +383,8 @@ def _wait_nodes(procs):
         p.wait_line(r"^netstor-server \d+ listening on", timeout=30)
 
 
-def replica_states(workdir, n):
-    """``[{key hex: (ts, value text)}]`` of the stopped nodes' main stores."""
+def replica_records(workdir, n):
+    """``[{key (16 bytes): (ts, value bytes)}]`` of the stopped nodes' main stores."""
     import lmdb
     from .codec import Record
     out = []
@@ -395,11 +397,17 @@ def replica_states(workdir, n):
                 for key, raw in txn.cursor():
                     if key.startswith(b"no"):
                         r = Record.unpack(raw)
-                        recs[key[2:].hex()] = (r.ts, r.value.rstrip(b".").decode())
+                        recs[bytes(key[2:])] = (r.ts, r.value)
             out.append(recs)
         finally:
             env.close()
     return out
+
+
+def replica_states(workdir, n):
+    """``[{key hex: (ts, value text)}]`` of the stopped nodes' main stores."""
+    return [{k.hex(): (ts, v.rstrip(b".").decode()) for k, (ts, v) in recs.items()}
+            for recs in replica_records(workdir, n)]
 
 
 def run_failover(rack, workdir, *, duration=5.0, kill_at=1.5, rejoin_at=3.2, keys=6,
@@ -479,6 +487,61 @@ def run_failover(rack, workdir, *, duration=5.0, kill_at=1.5, rejoin_at=3.2, key
     out["switch"] = {k: v for k, v in sw.items() if k.startswith("nice.")}
     out["history"] = [op for r in results for op in r["history"]]
     return out
+
+
+def run_load(rack, workdir, *, rate=200.0, duration=2.0, write_ratio=0.3, value_size=64,
+             keys=20, zipf=0.99, seed=1, timeout=1.0):
+    """``netstor-load --scheme nice`` on a rack of >= 2 client hosts and >= 3 servers:
+    partition 0 on nodes 0, 1, 2 (the rest idle), divisions over the client hosts, the
+    metadata service's view pushed; open-loop Poisson arrivals at ``rate`` for ``duration``
+    s from the first client host (its gets go to its division's replica), every finished
+    request listed (``--nice-ops``). Returns ``{"load": netstor-load's result, "switch":
+    NICE's counters, "stores": [{key: (ts, value)}] of every node after the run}``."""
+    workdir = Path(workdir)
+    stats = workdir / "nice-load-switch.json"
+    msock, hsock = workdir / "nice-load-membership.sock", workdir / "nice-load-hand.sock"
+    cl = rack.clients
+    lo = min(int(h.ip.split(".")[-1]) for h in cl) & ~3
+    section = rack_section(rack, {0: [0, 1, 2]}, clients=[f"10.77.0.{lo}/30"])
+    cfg = rack.config()
+    cfg["nice"] = section
+    start_switch(rack, cfg, workdir, stats_json=stats, membership=msock,
+                 name="switch-nice-load")
+    hand = rack.spawn(cl[-1], [sys.executable, "-m", "netstor.offloads.nice.demo", "hand",
+                               "--sock", str(hsock), "--bind", cl[-1].ip], name="nice-hand")
+    procs = [_start_node(rack, workdir, k) for k in range(len(rack.servers))]
+    out_path = workdir / "nice-load.json"
+    try:
+        hand.wait_line(r"^nice hand ready", timeout=30)
+        _wait_nodes(procs)
+        ctl = Controller(rack, section, msock, hsock, [cl[-1].ip, HAND_PORT])
+        ctl.push("start")
+        st = ctl.md.state
+        argv = [sys.executable, "-m", "netstor.agent.load", "--scheme", "nice",
+                "--target", f"{ip_text(st.unicast.base)}:{NICE_UDP_PORT}",
+                "--nice-prefix", st.unicast.prefix,
+                "--nice-multicast", ip_text(st.multicast.base),
+                "--mode", "open", "--rate", rate, "--duration", duration, "--keys", keys,
+                "--zipf", zipf, "--write-ratio", write_ratio, "--value-size", value_size,
+                "--seed", seed, "--timeout", timeout, "--nice-ops", "--quiet",
+                "--out", out_path]
+        load = rack.spawn(cl[0], [str(a) for a in argv], name="nice-load")
+        rc = load.wait(timeout=duration + 10 * timeout + 60)
+        if load in rack.procs:
+            rack.procs.remove(load)
+        if rc != 0:
+            raise RuntimeError(f"netstor-load --scheme nice failed ({rc}):\n{load.output()}")
+    finally:
+        for p in procs:
+            p.stop()
+        hand.stop()
+        if hand in rack.procs:
+            rack.procs.remove(hand)
+        rack.stop_switch()
+    sw = json.loads(stats.read_text())["dataplane"]
+    return {"load": json.loads(out_path.read_text()),
+            "switch": {k: v for k, v in sw.items() if k.startswith("nice.")},
+            "stores": replica_records(workdir, len(rack.servers))}
 
 
 def demo_step(rack, workdir, *, rate=None, duration=2.0):

@@ -36,6 +36,7 @@ line (one process per client host in the test bed) and writes the history as JSO
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import queue
 import random
@@ -45,16 +46,20 @@ import sys
 import threading
 import time
 
+from netstor.agent.schemes import Scheme
 from netstor.lincheck import Recorder
+from netstor.proto import MAX_VALUE, Header, Op, Status
 
 from .codec import (F_2PC, F_PB, T_NB_GET, T_NB_PUT, Route, frags_of, head,
                     ip_text, pack, unpack)
-from .header import (F_RESEND, F_RETRY, MULTICAST, NICE_UDP_PORT, OP_ABORT, OP_ERROR,
-                     OP_GET, OP_GET_REPLY, OP_NACK, OP_PUT, OP_PUT_REPLY, UNICAST, Ring,
-                     default_partition, key_bytes, subgroup, vnode)
+from .header import (F_RESEND, F_RETRY, MULTICAST, NICE_LEN, NICE_UDP_PORT, OP_ABORT,
+                     OP_ERROR, OP_GET, OP_GET_REPLY, OP_NACK, OP_PUT, OP_PUT_REPLY, UNICAST,
+                     NiceHeader, Ring, default_partition, key_bytes, n_frags, subgroup,
+                     vnode)
 
 __all__ = ["NiceTimeout", "Endpoint", "Vring", "Direct", "Placement", "NiceClient",
-           "NoobClient", "run_workload", "final_read", "main", "SCHEMES", "MODES"]
+           "NoobClient", "run_workload", "final_read", "main", "SCHEMES", "MODES", "NiceLoad",
+           "load_key"]
 
 RESOLVE = ("0.0.0.0", 0)         # route hop: resolved by the previous node (replica-aware)
 RANDOM_NODE = ("0.0.0.0", 1)     # route hop: a random node (replica-oblivious gateway)
@@ -520,8 +525,295 @@ def final_read(make_client, cid, rec, names, errors=None):
 
 
 # ---- netstor-load --------------------------------------------------------------------------
-#: netstor-load's schemes: none yet (NICE's clients are the history-recording ones here)
-SCHEMES = {}
+def load_key(key: int) -> bytes:
+    """The NICE key of ``netstor-load``'s 64-bit key: 8 bytes big-endian, zero-padded to
+    16."""
+    return key_bytes(int(key).to_bytes(8, "big"))
+
+
+_SLOTS = 256                    # the top 8 bits of a NICE req: who put it (codec.who)
+_COUNTER = (1 << 24) - 1        # the low 24 bits: the run's request counter
+
+
+class _Pending:
+    __slots__ = ("sid", "op", "key", "key16", "value", "slot", "frags", "got", "ts", "size",
+                 "born")
+
+    def __init__(self, sid, op, key, key16, value, slot, born):
+        self.sid, self.op, self.key, self.key16, self.value = sid, op, key, key16, value
+        self.slot, self.born = slot, born
+        self.frags = frags_of(value) if op == Op.PUT else None
+        self.got, self.ts, self.size = {}, None, 0
+
+
+class _NiceSocket:
+    """The load engine's socket, speaking NICE: a storage request the engine sends (GET or
+    PUT of a 64-bit key) goes out as NICE messages, and NICE answers come back as storage
+    replies behind the NICE header (which :class:`_NiceReplies` unwraps into
+    ``Completion.head``).
+
+    * GET: one ``GET`` to the key's unicast vnode; the ``GET_REPLY`` fragments (matched by
+      ``req``, one ``ts``) reassembled: status OK with the value, NOT_FOUND for ts 0, ERROR
+      for an object larger than a storage reply holds (``oversize``).
+    * PUT: the value's fragments to the key's multicast vnode (the switch copies them to the
+      put set); ``PUT_REPLY``: OK. ``NACK``: the listed fragments re-sent to its source;
+      ``ABORT``: the put tried again with the same ``req`` (NICE's client rule: the retry is
+      recognised, never applied twice), until the engine's timeout ends the request;
+      ``ERROR`` (a node without a view): status ERROR.
+    * Each put's first 4 bytes are replaced by its NICE ``req`` (values of 4 bytes or more):
+      every stored value names the put that wrote it.
+    * NICE ``req``: ``slot << 24 | counter``. A put's slot is one no other outstanding put of
+      the same key holds: the agents take the top 8 bits for the client thread and treat a
+      put older than a committed one of the same thread as done (:func:`.codec.who`), which
+      is right when a thread's puts of a key reach every member in order (the history
+      clients: one put at a time). Open-loop puts of one key overlap; on FIFO paths they
+      still arrive in order, but a NACK's re-sent fragment or an ABORT's retry can reorder
+      them, so overlapping puts never share a slot. More than 256 outstanding puts of one
+      key: the put is not sent (``slots_full``; it times out). The counter is 24 bits: a run
+      of more than 16,777,215 requests raises ``RuntimeError``."""
+
+    def __init__(self, sock, ring, mring, port, timeout_ns, stats):
+        self.sock, self.ring, self.mring, self.port = sock, ring, mring, port
+        self.timeout_ns, self.stats = timeout_ns, stats
+        self.local_port = sock.getsockname()[1]
+        self.pending = {}                  # NICE req -> _Pending
+        self.slots = {}                    # key16 -> {slot: NICE req} (outstanding puts)
+        self.ready = collections.deque()
+        self.counter = 0
+        self.last_prune = time.monotonic_ns()
+
+    # the socket interface the engine uses
+    def fileno(self):
+        return self.sock.fileno()
+
+    def getsockname(self):
+        return self.sock.getsockname()
+
+    def close(self):
+        self.sock.close()
+
+    def _req(self, slot):
+        if self.counter >= _COUNTER:
+            raise RuntimeError("nice: more than 16,777,215 requests in one run (the NICE req "
+                               "counter is 24 bits)")
+        self.counter += 1
+        return (slot << 24) | self.counter
+
+    def _head(self, op, req, **kw):
+        return head(op, rsv=self.local_port, req=req, **kw)
+
+    def sendto(self, data, addr):
+        h = Header.unpack(data)
+        now = time.monotonic_ns()
+        if now - self.last_prune > self.timeout_ns:
+            self._prune(now)
+        k16 = load_key(h.key)
+        if h.op == Op.GET:
+            req = self._req(0)
+            self.pending[req] = _Pending(h.req_id, Op.GET, h.key, k16, b"", 0, now)
+            return self.sock.sendto(pack(self._head(OP_GET, req), k16),
+                                    (vnode(k16, self.ring), self.port))
+        if h.op != Op.PUT:
+            raise ValueError(f"scheme nice sends GET and PUT only, not {Op.name(h.op)}")
+        held = self.slots.setdefault(k16, {})
+        slot = next((i for i in range(_SLOTS) if i not in held), None)
+        if slot is None:
+            self.stats["slots_full"] += 1
+            return len(data)
+        req = self._req(slot)
+        value = bytes(h.value)
+        if len(value) >= 4:
+            value = struct.pack("!I", req) + value[4:]
+        p = self.pending[req] = _Pending(h.req_id, Op.PUT, h.key, k16, value, slot, now)
+        held[slot] = req
+        self._send_put(req, p, 0)
+        return len(data)
+
+    def _send_put(self, req, p, flags, only=None):
+        to = (vnode(p.key16, self.mring), self.port)
+        for i, chunk in enumerate(p.frags):
+            if only is None or i in only:
+                self.sock.sendto(pack(self._head(OP_PUT, req, flags=flags, frag=i,
+                                                 nfrag=len(p.frags), size=len(p.value)),
+                                      p.key16, chunk), to)
+
+    def _prune(self, now):
+        """Forget requests the engine has timed out (twice its timeout: late answers are
+        still matched meanwhile, then dropped as foreign)."""
+        self.last_prune = now
+        for req in [r for r, p in self.pending.items() if now - p.born > 2 * self.timeout_ns]:
+            self._done(req)
+
+    def _done(self, req):
+        p = self.pending.pop(req)
+        if p.op == Op.PUT:
+            held = self.slots.get(p.key16, {})
+            held.pop(p.slot, None)
+            if not held:
+                self.slots.pop(p.key16, None)
+        return p
+
+    def _reply(self, nh, p, status, value=b"", src=None):
+        rep = Header(op=p.op | 0x80, key=p.key, req_id=p.sid, status=status, value=value)
+        self.ready.append((nh.pack() + rep.pack(), src))
+
+    def recvfrom(self, bufsize):
+        while not self.ready:
+            data, src = self.sock.recvfrom(65535)       # BlockingIOError: nothing more
+            self._take(data, src)
+        return self.ready.popleft()
+
+    def _take(self, data, src):
+        try:
+            h, key, rest = unpack(data)
+        except ValueError:
+            self.stats["foreign"] += 1
+            return
+        p = self.pending.get(h.req)
+        if p is None or key != p.key16:
+            self.stats["late" if p is None else "foreign"] += 1
+            return
+        if p.op == Op.GET and h.op == OP_GET_REPLY:
+            if p.ts is None:
+                p.ts, p.size = h.ts, h.size
+            if h.ts != p.ts or h.nfrag != n_frags(p.size):
+                return                                  # a stale answer's fragment
+            p.got[h.frag] = rest
+            if len(p.got) < h.nfrag:
+                return
+            self._done(h.req)
+            self.stats["by_node"][src[0]] = self.stats["by_node"].get(src[0], 0) + 1
+            if not h.ts:
+                return self._reply(h, p, Status.NOT_FOUND, src=src)
+            value = b"".join(p.got[i] for i in range(h.nfrag))
+            if len(value) > MAX_VALUE:
+                self.stats["oversize"] += 1
+                return self._reply(h, p, Status.ERROR, src=src)
+            return self._reply(h, p, Status.OK, value, src)
+        if p.op == Op.PUT and h.op == OP_PUT_REPLY:
+            self._done(h.req)
+            return self._reply(h, p, Status.OK, src=src)
+        if p.op == Op.PUT and h.op == OP_NACK:
+            self.stats["nacks"] += 1
+            missing = [struct.unpack_from("!H", rest, i)[0] for i in range(0, len(rest) - 1, 2)]
+            self.stats["resent"] += len(missing)
+            to = (vnode(p.key16, self.mring), self.port)
+            for i in missing:
+                if i < len(p.frags):
+                    self.sock.sendto(pack(self._head(OP_PUT, h.req, flags=F_RESEND, frag=i,
+                                                     nfrag=len(p.frags), size=len(p.value)),
+                                          p.key16, p.frags[i]), src or to)
+            return
+        if p.op == Op.PUT and h.op == OP_ABORT:
+            self.stats["aborts"] += 1
+            return self._send_put(h.req, p, F_RETRY)
+        if h.op == OP_ERROR:
+            self.stats["errors"] += 1
+            self._done(h.req)
+            return self._reply(h, p, Status.ERROR, src=src)
+        self.stats["foreign"] += 1
+
+
+class _NiceReplies:
+    """The engine's codec: the storage reply behind the NICE header :class:`_NiceSocket`
+    puts before it."""
+
+    def split_reply(self, data):
+        if len(data) >= NICE_LEN + 32 and data[0] in (OP_GET_REPLY, OP_PUT_REPLY, OP_ERROR):
+            return NiceHeader.unpack(data), data[NICE_LEN:]
+        return None
+
+
+class NiceLoad(Scheme):
+    """``netstor-load --scheme nice --target RING[:7470]``: every request a NICE GET (to
+    the key's unicast vnode: the switch picks the division's replica or the primary) or PUT
+    (its fragments to the key's multicast vnode: the switch copies them to the put set;
+    NICE-2PC on the nodes; answered by the primary), as :class:`_NiceSocket` describes. The
+    target is the **unicast ring's base address** (``--nice-prefix`` its length, default 16;
+    ``--nice-multicast`` the multicast ring's base, default 10.11.0.0, same length) and the
+    NICE port; the key's vnodes come from :func:`.header.vnode` of :func:`load_key`.
+    Arrivals, keys (``--keys``, ``--zipf``), the mix (``--write-ratio``: the fraction of
+    PUTs; ``1 - W`` GETs), the object size (``--value-size``, at most 1,440 bytes: a storage
+    reply's value; two NICE fragments above 1,400) and the latency accounting are
+    ``netstor-load``'s. No retries on a timeout (an ABORT is retried: see above).
+    ``--nice-ops``: the result's section lists every finished request (``ops``: op, key,
+    NICE req, ts, status, value hex of a GET, answering node, send and answer times in ns):
+    the evidence a checker takes.
+
+    The result's ``nice`` section: ``by_node`` (answers per node address), ``aborts``,
+    ``nacks``, ``resent`` (fragments), ``errors`` (ERROR answers), ``oversize``,
+    ``slots_full``, ``late`` (answers after the request was forgotten), ``foreign``."""
+    name = "nice"
+    help = ("NICE gets (unicast vnode) and puts (multicast vnode) through the switch; "
+            "--target = the unicast ring's base address")
+    codec = _NiceReplies()
+    port = NICE_UDP_PORT
+    preload = False
+    options = {"nice_prefix": 16, "nice_multicast": "10.11.0.0", "nice_ops": False}
+
+    def __init__(self, n_targets, rng, seed, **options):
+        super().__init__(n_targets, rng, seed, **options)
+        if n_targets != 1:
+            raise ValueError("scheme nice takes one --target: the unicast ring's base address")
+        Ring(self.nice_multicast, self.nice_prefix, self.nice_prefix)     # checked here
+        self.stats = {"by_node": {}, "aborts": 0, "nacks": 0, "resent": 0, "errors": 0,
+                      "oversize": 0, "slots_full": 0, "late": 0, "foreign": 0}
+        self._sock = None
+        self.ops = [] if self.nice_ops else None
+
+    @classmethod
+    def add_arguments(cls, p):
+        p.add_argument("--nice-prefix", type=int, default=16, metavar="LEN",
+                       help="nice: the vrings' prefix length (default 16)")
+        p.add_argument("--nice-multicast", default="10.11.0.0", metavar="BASE",
+                       help="nice: the multicast vring's base address (default 10.11.0.0)")
+        p.add_argument("--nice-ops", action="store_true",
+                       help="nice: list every finished request in the result")
+
+    def _install(self, eng):
+        ip, port = eng.targets[0]
+        ring = Ring(ip, self.nice_prefix, self.nice_prefix)
+        mring = Ring(self.nice_multicast, self.nice_prefix, self.nice_prefix)
+        if ring.base == mring.base:
+            raise ValueError("scheme nice: the unicast and multicast rings are the same")
+        self._sock = eng.sock = _NiceSocket(eng.sock, ring, mring, port, eng.timeout_ns,
+                                            self.stats)
+
+    def send(self, eng, op, key, value, now_ns):
+        if self._sock is None or eng.sock is not self._sock:
+            self._install(eng)
+        if op not in (Op.GET, Op.PUT):
+            raise ValueError(f"scheme nice sends GET and PUT only, not {Op.name(op)}")
+        eng.send(op, key, value, target=0, now_ns=now_ns)
+
+    def record(self, c):
+        if self.ops is None:
+            return
+        r, nh = c.reply, c.head
+        self.ops.append({
+            "op": Op.NAMES[c.op], "key": c.key,
+            "status": None if r is None else Status.NAMES.get(r.status, r.status),
+            "req": nh.req if nh is not None else None, "ts": nh.ts if nh is not None else None,
+            "value": r.value.hex() if r is not None and c.op == Op.GET else None,
+            "node": c.src[0] if c.src else None, "sent_ns": c.sent_ns,
+            "done_ns": c.done_ns})
+
+    def result(self, replies, targets):
+        out = dict(self.stats, by_node=dict(sorted(self.stats["by_node"].items())))
+        if self.ops is not None:
+            out["ops"] = self.ops
+        return out
+
+    def config(self):
+        return {"nice_prefix": self.nice_prefix, "nice_multicast": self.nice_multicast}
+
+    @classmethod
+    def note(cls, result):
+        s = result.get("nice") or {}
+        return f"{len(s.get('by_node', {}))} nodes answered, {s.get('aborts', 0)} aborts"
+
+
+SCHEMES = {"nice": NiceLoad}
 
 
 # ---- command line --------------------------------------------------------------------------
