@@ -52,6 +52,10 @@ differ the way the measurements do. Nothing is fitted to the paper. The writes a
 agents' (:mod:`.codec`): a replica with the whole object locks, logs and stores it pending in
 one transaction; a commit deletes the log record and writes the object (two).
 
+**Load balancing** (:func:`lb_run`, the paper's figure 10): gets of an object a put holds
+locked (NICE-2PC, 2PC) wait at the replica for the commit, as the agents do; each node counts
+the GETs the switch delivered to it and those it served (``gets_in``, ``gets_served``).
+
 **Membership and failures**: the metadata service is :class:`.metadata.Metadata` (the
 membership logic the controller runs) on the virtual clock, in a metadata node
 (:class:`MetadataNode`) that receives the nodes' heartbeats (every ``heartbeat_s``) and the
@@ -89,7 +93,7 @@ from .header import (FRAG_DATA, HEADER, KEY_LEN, MULTICAST, NICE_LEN, NICE_UDP_P
                      OP_TS_ACK, UNICAST, default_partition, n_frags, subgroup, vnode_addr)
 
 __all__ = ["SCHEMES", "CONSISTENCY", "COSTS", "Costs", "measure_costs", "RefNice", "NiceRun",
-           "model_available", "frame_len", "wire_ns"]
+           "model_available", "frame_len", "wire_ns", "LB_SYSTEMS", "lb_run"]
 
 SCHEMES = ("nice", "rac", "rag", "rog")
 CONSISTENCY = ("pb", "2pc")
@@ -453,6 +457,11 @@ class Node(Agent):
         self.puts = {}                  # primary: (client, req) -> put state
         self.counter = 0
         self.forwarded_gets = 0
+        self.gets_in = 0                # GETs that reached this node (from the switch)
+        self.gets_served = 0            # GET_REPLYs this node sent (the figure 10 counters)
+        self.gets_waited = 0            # of those, gets that found the object locked
+        self.lock_wait_ns = 0           # their total wait for the commit
+        self.waiting = {}               # key -> [(client, req, part, flags, t)]: locked gets
 
     # helpers
     def _assemble(self, f, tag):
@@ -481,6 +490,7 @@ class Node(Agent):
                 run.synced_one(self)
             return
         if op == OP_GET:
+            self.gets_in += 1
             if sch == "rog" and rsv == ST_CLIENT and not run.is_primary(self, part):
                 self.send(run.node_ip(run.primary_of(part)), _H.pack(
                     op, flags, 0, 1, client, req, 0, size, part, ST_RELAY) + key)
@@ -515,8 +525,16 @@ class Node(Agent):
             return self.on_ts_ack(f, key, v)
 
     # ---- gets
-    def serve_get(self, client, req, key, part, flags):
+    def serve_get(self, client, req, key, part, flags, waited=None):
         run = self.run
+        if key in self.pending and run.locks:
+            # NICE-2PC and 2PC: a get of a locked object waits for the commit (docs/nice.md,
+            # "why a get of a locked object waits"); primary-backup has no locks
+            self.waiting.setdefault(key, []).append((client, req, part, flags, self.sim.now))
+            return
+        if waited is not None:
+            self.gets_waited += 1
+            self.lock_wait_ns += self.sim.now - waited
         rec = self.store.get(key) or self.handoff_store.get(key)
         if rec is None and run.is_handoff(self, part):
             # a handoff without the object: forward to the primary
@@ -525,6 +543,7 @@ class Node(Agent):
                       _H.pack(OP_FWD_GET, flags, 0, 1, client, req, 0, 0, part, ST_RELAY) + key)
             return
         size = rec[3] if rec else 0
+        self.gets_served += 1
         self.work(run.costs.get(size))
         self.send_object([run.client_ip(client)],
                          (OP_GET_REPLY, flags, 0, 0, client, req, rec[0] if rec else 0, size,
@@ -605,13 +624,21 @@ class Node(Agent):
         # as the agents (codec.py) commit: the log record deleted (one transaction), the
         # object written to its store (another)
         self.work(self.run.costs.store(64) + (self.run.costs.store(rec[3]) if rec else 0))
-        if rec is None:
+        if rec is not None:
+            rec = (ts,) + rec[1:]
+            db = self.handoff_store if self.run.is_handoff(self, part) else self.store
+            old = db.get(key)
+            if old is None or old[0] < ts or (old[0] >> 24 != ts >> 24):
+                db[key] = rec
+        self._release(key)
+
+    def _release(self, key):
+        """The lock is gone: the gets that waited on it are served (after the commit's
+        work, in their arrival order)."""
+        if key in self.pending:
             return
-        rec = (ts,) + rec[1:]
-        db = self.handoff_store if self.run.is_handoff(self, part) else self.store
-        old = db.get(key)
-        if old is None or old[0] < ts or (old[0] >> 24 != ts >> 24):
-            db[key] = rec
+        for client, req, part, flags, t in self.waiting.pop(key, ()):
+            self.serve_get(client, req, key, part, flags, waited=t)
 
     def on_ts_ack(self, f, key, v):
         op, flags, frag, nfrag, client, req, ts, size, part, rsv = f
@@ -640,6 +667,7 @@ class Node(Agent):
             missing = [m for m in st["members"]
                        if m not in (st["acks"] if st["phase"] == 1 else st["tsacks"])]
             self.pending.pop(st["key"], None)
+            self._release(st["key"])
             self.send(self.run.client_ip(k[0]), _H.pack(
                 OP_ABORT, 0, 0, 1, k[0], k[1], 0, st["size"], st["part"], ST_CTRL) + st["key"])
             for m in missing:
@@ -653,11 +681,13 @@ class Node(Agent):
         others = [m for m in st["members"] if m != self.nid]
         if run.consistency == "pb":
             self.work(run.costs.store(size))
-            self._commit_direct(key, (1, client, req, size))
+            self.counter += 1           # the version, as NICE's primary makes it
+            st["ts"] = ts = (self.nid << 24) | (self.counter & 0xFFFFFF)
+            self._commit_direct(key, (ts, client, req, size))
             st["phase"] = 2
             st["tsacks"].add(self.nid)
             self.send_object([run.node_ip(m) for m in others],
-                             (OP_PUT, 0, 0, 0, client, req, 0, size, part, ST_REPL, key), size)
+                             (OP_PUT, 0, 0, 0, client, req, ts, size, part, ST_REPL, key), size)
             self._maybe_reply(client, req)
         else:
             self.work(run.costs.store(size))    # lock + log + pending: one transaction
@@ -674,7 +704,7 @@ class Node(Agent):
         run = self.run
         if rsv == ST_REPL:
             self.work(run.costs.store(size))
-            self._commit_direct(key, (1, client, req, size))
+            self._commit_direct(key, (ts, client, req, size))
         else:
             self.work(run.costs.store(size))    # lock + log + pending: one transaction
             self.pending[key] = (0, client, req, size)
@@ -753,7 +783,7 @@ class Client(Agent):
             if run.scheme == "nice":
                 dst = run.uni_addr(key)
             elif run.scheme == "rac":
-                dst = run.node_ip(run.primary_of(part))
+                dst = run.node_ip(run.get_replica(part, self.index))
             else:
                 dst = run.gw_ip
             self.send(dst, _H.pack(OP_GET, flags, 0, 1, self.index, req, 0, 0,
@@ -841,7 +871,10 @@ class NiceRun:
     * ``gbps`` (1.0), ``link_ns`` (per cable each way), ``costs`` (a :data:`COSTS`-shaped
       table), ``sync`` (stores fsync'd), ``cost_scale``.
     * ``switch``: ``ref`` / ``model``; ``divisions``: give client ``i`` the partition's replica
-      ``i`` for gets (NICE's get load balancing; False: every get to the primary).
+      ``i`` for gets (NICE's get load balancing: the switch's division entries; with
+      ``rac`` and 2PC the same assignment made by the client, the paper's "client-side load
+      balancing"; primary-backup has none: its gets are the primary's. False: every get to
+      the primary).
     * failures: ``fail`` = (node index, t_s), ``rejoin_s``, ``heartbeat_s``, ``ack_timeout_s``
       (the primary's wait for PUT_ACK / TS_ACK), ``timeout_s`` (the client's), ``retry_s``,
       ``give_up_s``.
@@ -859,6 +892,12 @@ class NiceRun:
         if not 1 <= replicas <= nodes:
             raise ValueError("replicas: 1..nodes")
         self.scheme, self.consistency = scheme, (consistency if scheme != "nice" else "nice2pc")
+        if divisions and scheme not in ("nice", "rac"):
+            raise ValueError("divisions: NICE's switch entries, or RAC's client-side choice")
+        if divisions and scheme == "rac" and consistency == "pb":
+            raise ValueError("divisions: primary-backup serves gets at the primary only")
+        # gets of a locked object wait for its commit (NICE-2PC, 2PC)
+        self.locks = self.consistency in ("nice2pc", "2pc")
         self.R, self.n_nodes, self.seed = replicas, nodes, int(seed)
         self.streams = Streams(seed)
         self.costs = Costs(costs or COSTS, self.streams.generator("costs"), sync=sync,
@@ -1031,6 +1070,14 @@ class NiceRun:
 
     def put_set(self, part):
         return self.state.put_set(part)
+
+    def get_replica(self, part, client):
+        """Where a RAC client sends its gets: the primary, or with ``divisions`` (2PC) the
+        partition's live replica ``client mod R`` (the NICE division's assignment)."""
+        if not self.divisions:
+            return self.state.primary(part)
+        r = self.replicas_of(part)
+        return r[client % len(r)]
 
     def replicas_of(self, part):
         """The partition's members that serve gets (live), primary first."""
@@ -1325,3 +1372,77 @@ def failure_run(*, duration_s=120.0, fail_s=30.0, rejoin_s=90.0, rate=50.0, clie
             "acked_puts": acked, "acked_puts_lost": lost, "acked_puts_under_replicated": under,
             "events": ev, "switch": run.switch_kind,
             "perf": {"events": run.sim.events, "cpu_s": round(run.sim.cpu_s, 2)}}
+
+
+#: Figure 10's systems: name -> (scheme, consistency, get divisions).
+LB_SYSTEMS = {"nice": ("nice", "pb", True), "pb": ("rac", "pb", False),
+              "2pc": ("rac", "2pc", True)}
+
+
+def lb_run(system, size, replicas, *, n=50, get_only=False, seed=1, switch="ref", sync=True,
+           divisions=None, history=False):
+    """The paper's section 6.5 (figure 10): one popular object of ``size`` bytes, R =
+    ``replicas``; client 0 puts it ``n`` times, clients 1 .. R-1 each get it ``n`` times, all
+    closed loop (one operation after another) and starting together; ``get_only``: without
+    the put client (the figure's bold markers). ``system``: ``nice`` (client i's /32 is a
+    division of the key's partition served by replica i mod R: the get clients land on the R-1
+    secondaries, the primary coordinates the puts), ``pb`` (NOOB-RAC primary-only: gets at
+    the primary), ``2pc`` (NOOB-RAC 2PC, the client picks replica i mod R: the same
+    assignment). Gets of a locked object (NICE-2PC, 2PC) wait for the commit. ``divisions``:
+    override the system's (``nice`` without divisions: every get to the primary).
+    ``history``: also return every operation as ``(client, kind, start_ns, end_ns, ts)`` (the
+    version a get returned, the one a put wrote).
+
+    Returns mean operation times (all operations, gets, puts; us), the makespan, the
+    per-replica get counts the agents saw (``gets_in``: GETs the switch delivered to each
+    replica, primary first; ``gets_served``), the switch's division counters, the gets that
+    found the object locked and their mean wait."""
+    if system not in LB_SYSTEMS:
+        raise ValueError(f"system {system!r}: one of {sorted(LB_SYSTEMS)}")
+    if replicas < 2:
+        raise ValueError("replicas: at least 2 (R-1 get clients)")
+    scheme, cons, div = LB_SYSTEMS[system]
+    div = div if divisions is None else bool(divisions)
+    key = key_pool(1, seed, prefix="lb")[0]
+    ops = [[] if get_only else [("put", key, size, None)] * n]
+    ops += [[("get", key, size, None)] * n for _ in range(replicas - 1)]
+    run = NiceRun(scheme, consistency=cons, replicas=replicas, clients=replicas, ops=ops,
+                  seed=seed, sync=sync, switch=switch, divisions=div)
+    part = run.part_of(key)
+    reps = run.replicas_of(part)
+    for m in reps:                      # the object is there before the run
+        run.nodes[m - 1].store[key] = (1, 0, 0, size)
+    run.run()
+    times = {"get": [], "put": []}
+    hist = []
+    for c in run.clients:
+        acked = iter(c.acked)
+        for i, o in enumerate(c.ops):
+            if c.ok[i]:
+                times[o[0]].append((c.done_t[i] - c.start_t[i]) / 1e3)
+                ts = c.got[i] if o[0] == "get" else next(acked)[1]
+                hist.append((c.index, o[0], c.start_t[i], c.done_t[i], ts))
+    ends = [max(c.done_t) for c in run.clients if c.ops]
+    alls = times["get"] + times["put"]
+    nodes = [run.nodes[m - 1] for m in reps]
+    waited = sum(x.gets_waited for x in nodes)
+    cnt = run.switch.counters()
+    return {"system": system, "size": size, "replicas": replicas, "n": n,
+            "get_only": bool(get_only), "divisions": div, "partition": part,
+            "replica_nodes": reps,
+            "ops": len(alls), "failed": (replicas - (1 if get_only else 0)) * n - len(alls),
+            "mean_op_us": float(np.mean(alls)) if alls else None,
+            "get_us": float(np.mean(times["get"])) if times["get"] else None,
+            "put_us": float(np.mean(times["put"])) if times["put"] else None,
+            "makespan_ms": max(ends) / 1e6 if ends else None,
+            "throughput_ops_s": len(alls) / (max(ends) / 1e9) if ends and max(ends) else None,
+            "gets_in": [x.gets_in for x in nodes],
+            "gets_served": [x.gets_served for x in nodes],
+            "gets_waited": waited,
+            "lock_wait_us": (sum(x.lock_wait_ns for x in nodes) / waited / 1e3) if waited
+            else 0.0,
+            "counters": {k: v for k, v in cnt.items()
+                         if k.startswith("nice.") and ("division" in k or "unicast" in k)},
+            "switch": run.switch_kind, "model": run.switch.model_class.__name__,
+            "events": run.sim.events, "cpu_s": round(run.sim.cpu_s, 3),
+            **({"history": hist} if history else {})}

@@ -4,7 +4,8 @@ cables as many times as its message flow says (hand-counted); the NOOB primary m
 a secondary's bytes, NICE's the same; the put times' ratios at 1 MB are the whole-transfer
 counts; NICE's program in the compiled model decides like the reference rules; the failure
 timeline (hiding after 2 time-out reports, or after 3 missed heartbeats; rejoin) loses no
-acknowledged put; the evaluation hook writes the issue's summary keys."""
+acknowledged put; the evaluation hook writes the issue's summary keys (figure 10's
+load-balancing key among them; its own tests: ``test_lb.py``)."""
 from __future__ import annotations
 
 import json
@@ -165,3 +166,12 @@ def test_evaluation_hook_writes_the_issue_keys(tmp_path):
     assert res["costs_now"]["rx_frag_us"] > 0
     assert (tmp_path / "nice.png").stat().st_size > 10_000
     assert "| put: NICE faster than NOOB-ROG |" in sec.markdown
+    # figure 10 (smoke: R = 3, 5 at 4 B and 16 KB): its own key; NICE's gets all at the
+    # secondaries; at 16 KB primary-only's cable carries every reply: NICE finishes sooner
+    lb = s["load_balancing_fig10"]
+    assert lb["replicas"] == [3, 5] and lb["failed"] == 0
+    assert lb["nice_gets"] > 0 and lb["nice_gets_at_primary"] == 0
+    assert lb["speedup_vs_primary_only"]["16384"] > 1.2
+    assert lb["growth_primary_only"]["16384"] > lb["growth_nice"]["16384"]
+    assert "| load balancing (fig 10): NICE faster than NOOB-RAC primary-only |" in sec.markdown
+    assert res["lb"]["gets_per_replica"]["pb"]["4"]["get_only"][0][1:] == [0, 0]
