@@ -8,12 +8,15 @@ Writes into ``--out``:
   (see :mod:`netstor.bench.pipeline`);
 * ``synth.json``: Yosys ``synth_xilinx -family xcup`` per block (the parser, deparser, buffers,
   arbiter, CSR block, TX completions and **every element instance** of the default programs,
-  ``element:<program>.<name>``), for the whole core (``"core"``: ``netstor_core`` with the
-  Verilog its elements instantiate, e.g. the Rank element's XLS core, synthesised hierarchically
-  by :mod:`netstor.bench.hier`: every distinct module once, summed, depth on the joined mapped
-  netlists) and for the optional
-  standalone benches (``"standalone"``: big banks and tables, :data:`STANDALONE_BENCHES`): LUT,
-  FF, BRAM, URAM, DSP, logic depth, share of an XCU250; ``"max_depth"`` names the deepest block
+  ``element:<program>.<name>``; an element with a register bank of at least 256 Kbit,
+  :data:`netstor.bench.synth.URAM_MIN_BITS`, e.g. NetLR's ``nl.slots`` at 128K x 112, is
+  synthesised again with ``synth_xilinx -uram``, its figures under the block's ``"uram"`` key
+  beside the block RAM ones, see :func:`uram_run`), for the whole core (``"core"``:
+  ``netstor_core`` with the Verilog its elements instantiate, e.g. the Rank element's XLS
+  core, synthesised hierarchically by :mod:`netstor.bench.hier`: every distinct module once,
+  summed, depth on the joined mapped netlists) and for the optional standalone benches
+  (``"standalone"``: big banks and tables, :data:`STANDALONE_BENCHES`): LUT, FF, BRAM, URAM,
+  DSP, logic depth, share of an XCU250; ``"max_depth"`` names the deepest block
   and every block above 8 LUT levels (see :mod:`netstor.bench.synth`);
 * ``summary.txt``: the one-screen summary printed at the end (every figure read from the JSON);
 * ``bench.json``: index (files, commands, runtimes, the git revision measured).
@@ -113,7 +116,10 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
     own; instances whose Verilog is identical (same configuration) are synthesised once
     (``same_config_as``). ``blocks_after``: a ``threading.Event`` the per-block runs wait for
     (``main`` sets it when the simulation is done). ``standalone``: run the optional
-    standalone benches (:data:`STANDALONE_BENCHES`). ``cached_only``: report what the cache
+    standalone benches (:data:`STANDALONE_BENCHES`). The element blocks
+    :func:`netstor.bench.synth.uram_selection` picks (a register bank >= 256 Kbit) run a
+    second time with ``-uram`` after the others (:func:`uram_run`; the result under the
+    block's ``"uram"`` key). ``cached_only``: report what the cache
     holds, run no Yosys (blocks not cached are listed as failed). The whole core is
     synthesised hierarchically (:mod:`netstor.bench.hier`: every distinct module once, the
     others black boxes, ``core_jobs`` at a time, ``core_timeout`` per module) unless
@@ -131,6 +137,12 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
             "out-of-context script for a user who has it). Yosys' xcup mapping uses CARRY4 "
             "(Vivado would use CARRY8) and no URAM unless asked (-uram), so URAM is 0; "
             "LUT counts include LUTs used as distributed RAM (RAM32M16/RAM64M8) and SRLs.",
+            f"An element block with a register bank of at least {_synth.URAM_MIN_BITS} bits "
+            "is synthesised a second time with synth_xilinx -uram (its Verilog without the "
+            "all-zero memory inits, which rule URAM out in Yosys): blocks[<key>]['uram'], "
+            "with the large banks and the URAM288 count Yosys' no-cascade model (4K x 72) and "
+            "a cascaded mapping give by arithmetic. The block's own figures (and the sums) "
+            "stay the block RAM mapping.",
             "Logic depth: longest flip-flop/BRAM/DSP-to-flip-flop/BRAM/DSP path in the mapped "
             "netlist, computed from write_json (LUT levels; 'max_cells' also counts "
             "CARRY/MUXF cells). A LUTRAM's asynchronous read counts as one LUT level, reached "
@@ -179,6 +191,11 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
     if blocks_after is not None:
         blocks_after.wait()
     todo = [b for b in _synth.blocks(core) if not only or b[0] in only]
+    # the element blocks with a register bank >= URAM_MIN_BITS run a second time with -uram
+    sel = _synth.uram_selection(core.pipeline)
+    uram_todo = [b for b in todo if b[0] in sel]
+    uram_results = {}
+    verilog_of = {}                            # their block Verilog, converted once
     first_of = {}                              # verilog key -> first block key
     results = {}
 
@@ -187,6 +204,8 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
         t0 = time.perf_counter()
         try:
             v = thunk()
+            if key in sel:                     # its -uram run starts from the same text
+                verilog_of[key] = v
             vk = _synth.verilog_key(v, top)
             with lock:
                 same = first_of.setdefault(vk, key)
@@ -207,15 +226,30 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
             if r.get("ok") else r.get("error", "failed")[:200]))
         return key, r
 
+    def one_uram(block):
+        key, _desc, top, thunk, _n = block
+        return key, uram_run(lambda: verilog_of.pop(key, None) or thunk(), top, sel[key],
+                             work / (key.replace(":", "_") + "_uram"), cache,
+                             timeout=block_timeout, cached_only=cached_only, log=log, key=key)
+
     lock = threading.Lock()
     if jobs > 1:
         with ThreadPoolExecutor(jobs) as ex:
             for key, r in ex.map(one, todo):
                 results[key] = r
+            uram_todo = [b for b in uram_todo if "same_config_as" not in results[b[0]]]
+            for key, r in ex.map(one_uram, uram_todo):
+                uram_results[key] = r
     else:
         for b in todo:
             key, r = one(b)
             results[key] = r
+        for b in uram_todo:
+            if "same_config_as" not in results[b[0]]:
+                key, r = one_uram(b)
+                uram_results[key] = r
+    for key, ru in uram_results.items():       # beside the block RAM figure of that block
+        results[key]["uram"] = ru
     for b in todo:                             # pipeline order; copies get their figures
         r = results[b[0]]
         if "same_config_as" in r:
@@ -240,6 +274,36 @@ def run_synth(out: Path, core, *, only=None, whole_core=True, core_timeout=1800,
     res["findings"] = _synth_findings(res)
     (out / "synth.json").write_text(json.dumps(res, indent=1) + "\n")
     return res
+
+
+def uram_run(thunk, top, banks, workdir, cache, *, timeout=None, cached_only=False,
+             log=print, key=None):
+    """The ``-uram`` run of one block (:func:`netstor.bench.synth.uram_script` on the block's
+    Verilog without its all-zero memory inits), cached by Verilog hash like the others: the
+    :func:`netstor.bench.synth.run_yosys` result with ``banks`` (the large banks that chose the
+    run) and ``uram_expected`` (the URAM288 counts Yosys' no-cascade model and a cascading
+    mapping give by arithmetic). ``run_synth`` puts it under the block's ``"uram"`` key."""
+    t0 = time.perf_counter()
+    try:
+        v = _synth.uram_verilog(thunk())
+        r = _synth.run_yosys(v, top, workdir, timeout=timeout, cache_dir=cache,
+                             cached_only=cached_only, ys=_synth.uram_script(top))
+    except Exception as e:                     # noqa: BLE001 - reported in synth.json
+        r = {"ok": False, "error": repr(e)[-2000:]}
+    bits = sum(d * w for _q, d, w in banks)
+    r["script"] = "synth_xilinx ... -uram (Verilog without all-zero memory inits)"
+    r["banks"] = [{"bank": q, "depth": d, "width": w, "bits": d * w} for q, d, w in banks]
+    r["uram_expected"] = {
+        "yosys_no_cascade": sum(_synth.uram_no_cascade(d, w) for _q, d, w in banks),
+        "with_cascade": sum(_synth.uram_cascade(d, w) for _q, d, w in banks),
+        "bits_over_288k": round(bits / (4096 * 72), 1)}
+    r["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    log(f"netstor.bench: synth {key or top} -uram: " + (
+        f"URAM {r['URAM']} BRAM36 {r['BRAM36_equiv']} LUT {r['LUT']} FF {r['FF']} depth "
+        f"{r['depth']['lut_levels']} ("
+        + ("cached" if r.get("cached") else f"{r['yosys_seconds']} s") + ")"
+        if r.get("ok") else str(r.get("error", "failed"))[:200]))
+    return r
 
 
 def core_description(P, core_flat=False, variant="default"):
@@ -364,6 +428,20 @@ def _synth_findings(res):
         out.append(f"size: {sh['LUT']:.2f}% of XCU250 LUTs ({'under' if sh['LUT'] < 15 else 'over'}"
                    f" the 15% aim), {sh['FF']:.2f}% FFs, {sh['BRAM']:.2f}% BRAM, "
                    f"{t.get('DSP', 0)} DSP")
+    for key, r in res.get("blocks", {}).items():
+        u = r.get("uram") if "same_config_as" not in r else None
+        if u and u.get("ok"):
+            banks = ", ".join(f"{b['bank']} {b['depth']}x{b['width']}" for b in u["banks"])
+            out.append(f"{key} ({banks}) with -uram: {u['URAM']} URAM288 (Yosys' no-cascade "
+                       f"model {u['uram_expected']['yosys_no_cascade']}, cascaded "
+                       f"{u['uram_expected']['with_cascade']}) + {u['BRAM36_equiv']:g} BRAM36, "
+                       f"LUT {u['LUT']:,}, FF {u['FF']:,}, {u['depth']['lut_levels']} LUT "
+                       f"levels; in block RAM: " + (
+                           f"{r['BRAM36_equiv']:g} BRAM36, LUT {r['LUT']:,}, FF {r['FF']:,}, "
+                           f"{r['depth']['lut_levels']} LUT levels" if r.get("ok")
+                           else "failed") + f" (synth.json blocks[{key!r}]['uram'])")
+        elif u:
+            out.append(f"{key} -uram run failed: {str(u.get('error'))[:160]}")
     for name, r in res.get("standalone", {}).items():
         if not r.get("ok", True):
             out.append(f"standalone {name} failed: {str(r.get('error'))[:160]}")

@@ -37,36 +37,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import time
 from pathlib import Path
 
 from netstor.paths import repo_root
 
 from .register_bank import run_yosys_uram
-from .synth import LUT_LEVELS_250MHZ, _extra_verilog, block_element, element_instances, run_yosys
+from .synth import (LUT_LEVELS_250MHZ, URAM_MIN_BITS, _extra_verilog, block_element,
+                    drop_zero_inits, element_instances, run_yosys, uram_cascade, uram_no_cascade)
 
 __all__ = ["bench", "summary_line", "uram_no_cascade", "offload_names"]
 
 TOP = "bench_offload_element"
-#: banks of at least this many bits are also synthesised with ``-uram`` (one URAM288 holds
-#: 294,912 bits; below about one URAM the block RAM mapping is the sensible one)
-URAM_MIN_BITS = 256 * 1024
 FIGS = ("LUT", "FF", "BRAM36", "URAM", "DSP")
-
-
-def uram_no_cascade(depth, width):
-    """URAM288s for a ``depth x width`` memory with Yosys' URAM model (4K x 72, no cascade):
-    the ``ceil(depth / 4K)`` slices of 4K x ``width`` sit side by side as one 4K-deep memory
-    of ``slices x width`` bits (the read selects its slice with a LUT mux), packed into 72-bit
-    URAMs."""
-    return math.ceil(math.ceil(depth / 4096) * width / 72)
-
-
-def uram_cascade(depth, width):
-    """URAM288s with cascading (Vivado): ``ceil(width / 72)`` columns of ``ceil(depth / 4K)``."""
-    return math.ceil(width / 72) * math.ceil(depth / 4096)
 
 
 def offload_names():
@@ -77,7 +60,7 @@ def offload_names():
 
 def _drop_zero_inits(text):
     """``text`` without the all-zero ``initial`` blocks of RAMs (any number of them)."""
-    return re.sub(r"\n  initial begin\n(?:    \S+\[\d+\] = \d+'h0+;\n)+  end\n", "\n", text)
+    return drop_zero_inits(text)[0]
 
 
 def _figs(r):

@@ -51,7 +51,7 @@ from netstor.gateware.stages import build_element
 from netstor.lang.program import Pipeline, Program
 from netstor.paths import repo_root
 
-from .synth import run_yosys, script
+from .synth import run_yosys, uram_script
 
 __all__ = ["bench", "bank_verilog", "summary_line"]
 
@@ -102,8 +102,7 @@ def _drop_zero_init(text):
 def run_yosys_uram(verilog_text, top, workdir: Path, *, timeout=None, cache_dir=None):
     """As :func:`netstor.bench.synth.run_yosys` (same script, cached alike) with
     ``synth_xilinx -uram`` (URAM288 inference for large memories, off by default in Yosys)."""
-    ys = script(top).replace(" -noclkbuf\n", " -noclkbuf -uram\n")
-    assert "-uram" in ys
+    ys = uram_script(top)
     r = run_yosys(verilog_text, top, workdir, timeout=timeout, cache_dir=cache_dir, ys=ys)
     if not r.get("ok"):
         raise RuntimeError(f"yosys -uram failed: {str(r.get('error'))[-2000:]}")

@@ -100,6 +100,7 @@ def synth_lines(syn):
         name = f"{key} ({r.get('instances_in_core', 1)})"
         if not r.get("ok"):
             lines.append(f" {name:<36}failed: {str(r.get('error', ''))[:60]}")
+            lines += uram_lines(r.get("uram"), lim)
             continue
         lv = r["depth"]["lut_levels"]
         how = ("= " + r["same_config_as"] if r.get("same_config_as")
@@ -109,6 +110,7 @@ def synth_lines(syn):
                      f"{r['DSP']:>4} {lv:>4}{' !' if lv > lim else '  '}   {how}"
                      + (f"  [{cd} comb DSP, {r['depth'].get('lut_levels_through_comb_dsp')}"
                         f" lv + DSP]" if cd else ""))
+        lines += uram_lines(r.get("uram"), lim)
     s = syn["sum_of_blocks"]
     lines.append(f" {'sum x instances':<36}{s['LUT']:>7,} {s['FF']:>7,} "
                  f"{_fmt(s['BRAM36_equiv'], 1):>6} {s['DSP']:>4} {s['lut_levels']:>4}")
@@ -149,6 +151,21 @@ def synth_lines(syn):
     for f in syn.get("findings", []):
         lines += _wrap("* " + f)
     return lines
+
+
+def uram_lines(u, lim=8):
+    """The row under a block with a large register bank: its ``-uram`` run (``"uram"``)."""
+    if not u:
+        return []
+    if not u.get("ok"):
+        return _wrap(f"   {'-uram':<34}failed: {str(u.get('error', ''))[:60]}", "     ")
+    lv = u["depth"]["lut_levels"]
+    how = f"{u['yosys_seconds']}" + (" c" if u.get("cached") else "")
+    banks = ", ".join(f"{b['bank']} {b['depth']}x{b['width']}" for b in u.get("banks", []))
+    return [f"   {'-uram':<34}{u['LUT']:>7,} {u['FF']:>7,} {_fmt(u['BRAM36_equiv'], 1):>6} "
+            f"{u['DSP']:>4} {lv:>4}{' !' if lv > lim else '  '}   {how}  URAM288 {u['URAM']} "
+            f"({banks}; Yosys' no-cascade model: "
+            f"{u.get('uram_expected', {}).get('yosys_no_cascade', '-')})"]
 
 
 def hier_lines(wc, top=8):

@@ -27,6 +27,11 @@ instances whose Verilog is identical are synthesised once), the deparser, buffer
 CSR block and TX completions (:func:`blocks`), and the whole core with the Verilog its
 elements instantiate (:func:`core_verilog_text`: the Rank element's XLS core, whose DSP48E2
 cells count like any other).
+Each block's Verilog is written as the core's (:func:`to_verilog`: a memory of all-zero
+contents has no ``initial`` block). An element block with a register bank of at least
+:data:`URAM_MIN_BITS` bits (:func:`uram_selection`; NetLR's ``nl.slots``, 128K x 112) is
+synthesised a second time with ``synth_xilinx -uram`` (:func:`uram_script`); see
+:func:`netstor.bench.run_synth`.
 
 Results are cached by the SHA-256 of the Verilog text and the script (``synth_cache/``, with the
 mapped netlist gzipped beside the JSON), so a rerun without gateware changes costs nothing, and
@@ -51,7 +56,7 @@ from amaranth.back import verilog
 from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data
 
-from netstor.build import extra_verilog
+from netstor.build import extra_verilog, zero_memories_uninitialised
 from netstor.gateware.arbiter import IngressArbiter
 from netstor.gateware.csr import CsrBuilder
 from netstor.gateware.datapath import UW, TX_USER, _arb_layout
@@ -91,6 +96,29 @@ def script(top):
             f"synth_xilinx -family xcup -top {top} -flatten -noiopad -noclkbuf\n"
             f"tee -q -o stat.json stat -json\n"
             f"write_json netlist.json\n")
+
+
+def uram_script(top):
+    """:func:`script` with ``synth_xilinx -uram`` (URAM288 inference for large memories, off by
+    default in Yosys); the Verilog given to it must hold no ``initial`` block of those
+    memories (:func:`drop_zero_inits`): Yosys keeps an init and then refuses URAM."""
+    return script(top).replace(" -noclkbuf\n", " -noclkbuf -uram\n")
+
+
+#: a register bank of at least this many bits is synthesised a second time with ``-uram``
+#: (:func:`uram_selection`). One URAM288 holds 294,912 bits; below about one URAM the block
+#: RAM mapping is the sensible one.
+URAM_MIN_BITS = 256 * 1024
+
+#: an ``initial`` block of a memory whose words are all zero (Yosys' Verilog writes a word of
+#: up to 32 bits in decimal, ``32'd0``, a wider one in hex, ``112'h0000...``)
+_ZERO_INIT = re.compile(r"\n  initial begin\n(?:    \S+\[\d+\] = \d+'[hdb]0+;\n)+  end\n")
+
+
+def drop_zero_inits(text):
+    """``(text, n)``: ``text`` without its ``n`` all-zero ``initial`` blocks of memories (block
+    RAM and URAM power up cleared; the core's own Verilog leaves them out too)."""
+    return _ZERO_INIT.subn("\n", text)
 
 
 #: bump when the analysis of a netlist changes: cached results are re-analysed from their
@@ -585,9 +613,23 @@ def _flat(m, ports, name, value, direction):
     return s
 
 
+_CONVERT_LOCK = threading.Lock()
+
+
+def to_verilog(elab, name, ports=None):
+    """Verilog of ``elab`` as the core's is written (:func:`netstor.build.core_verilog`): a
+    memory whose contents are all zero gets no ``initial`` block (block RAM and URAM power up
+    cleared, URAM cannot be initialised; NetLR's 128K-slot table was 131,072 init lines, most
+    of its conversion time, and Yosys keeps an init and then refuses URAM). The switch patches
+    Amaranth's RTLIL emitter for the duration, so conversions here run one at a time."""
+    with _CONVERT_LOCK, zero_memories_uninitialised():
+        return verilog.convert(elab, name=name, emit_src=False,
+                               **({"ports": ports} if ports is not None else {}))
+
+
 def _convert(elab, ports, name):
     """Verilog of ``elab`` with the given ports; directions are inferred by Amaranth."""
-    return verilog.convert(elab, name=name, ports=list(ports.values()), emit_src=False)
+    return to_verilog(elab, name, list(ports.values()))
 
 
 def _signature_ports(comp, ports, prefix=""):
@@ -657,7 +699,7 @@ def block_deparser(core):
 
 
 def block_component(comp, name):
-    return verilog.convert(comp, name=name, emit_src=False)
+    return to_verilog(comp, name)
 
 
 def block_csr(core):
@@ -667,7 +709,7 @@ def block_csr(core):
     ports = {}
     _signature_ports(ctrl, ports)
     _ports_of_csr(core.csr, ports)
-    return verilog.convert(ctrl, name="bench_csr", ports=list(ports.values()), emit_src=False)
+    return to_verilog(ctrl, "bench_csr", list(ports.values()))
 
 
 def blocks(core):
@@ -705,6 +747,44 @@ def blocks(core):
          lambda: block_component(TxCompletions(core.P), "bench_tx_completions"), 1),
     ]
     return out
+
+
+def large_banks(e, min_bits=URAM_MIN_BITS):
+    """``[(bank qualname, depth, width)]`` of the register banks element ``e`` updates that
+    hold at least ``min_bits`` bits."""
+    return [(b.qualname, b.depth, b.width) for b in e.banks() if b.depth * b.width >= min_bits]
+
+
+def uram_selection(pl, min_bits=URAM_MIN_BITS):
+    """``{block key: [(bank, depth, width)]}``: the element instances of pipeline ``pl`` that
+    the bench synthesises a second time with ``-uram`` (:func:`uram_script`), in pipeline
+    order: those with a register bank of at least ``min_bits`` bits (each bank counted on its
+    own; in the default core: NetLR's ``nl.slots``, 128K x 112). The key is the element's
+    block key of :func:`blocks`, whose entry holds the block RAM figure."""
+    out = {}
+    for key, e, _n in element_instances(pl):
+        big = large_banks(e, min_bits)
+        if big:
+            out[key] = big
+    return out
+
+
+def uram_verilog(verilog_text):
+    """The block's Verilog as the ``-uram`` run gets it: without its all-zero memory inits."""
+    return drop_zero_inits(verilog_text)[0]
+
+
+def uram_no_cascade(depth, width):
+    """URAM288s for a ``depth x width`` memory with Yosys' URAM model (4K x 72, no cascade):
+    the ``ceil(depth / 4K)`` slices of 4K x ``width`` sit side by side as one 4K-deep memory
+    of ``slices x width`` bits (the read selects its slice with a LUT mux), packed into 72-bit
+    URAMs."""
+    return -(-(-(-depth // 4096) * width) // 72)
+
+
+def uram_cascade(depth, width):
+    """URAM288s with cascading (Vivado): ``ceil(width / 72)`` columns of ``ceil(depth / 4K)``."""
+    return -(-width // 72) * -(-depth // 4096)
 
 
 def instance_counts(core):
