@@ -18,7 +18,7 @@ from pathlib import Path
 
 def build_core(pipeline=None, *, extra=(), **kw):
     """The core of ``pipeline`` (default: the default bitstream's programs, plus the offloads
-    outside it named in ``extra``, e.g. ``("xorinc", "nice")``)."""
+    outside it named in ``extra``, by registry name)."""
     from netstor.programs import default_pipeline
     from netstor.gateware.core import NetstorCore
     if pipeline is not None and extra:
@@ -95,8 +95,8 @@ def main(argv=None):
     ap.add_argument("what", choices=["rtl"])
     ap.add_argument("--out", default="build/rtl")
     ap.add_argument("--extra", default="",
-                    help="comma-separated offloads outside the default bitstream to build in "
-                         "too (e.g. xorinc,nice; `make rtl RTL_EXTRA=xorinc,nice`)")
+                    help="comma-separated registry names of offloads outside the default "
+                         "bitstream to build in too (`make rtl RTL_EXTRA=...`)")
     a = ap.parse_args(argv)
     extra = tuple(x for x in a.extra.split(",") if x)
     try:
