@@ -24,7 +24,7 @@ from netstor.offloads.xorinc.header import (BEAT, HEADER, MAX_DATA, T_DELTA, T_P
                                             T_REPAIRED, T_UPD_NEW, T_UPD_OLD, XiHeader)
 from netstor.offloads.xorinc.test_model import (CLIENT, NODE_BASE, SW_MAC, frame, parse_out,
                                                 ref_parity, ref_repair, section)
-from netstor.offloads.xorinc.program import core_test_pipeline
+from netstor.offloads.xorinc.program import N_OPS, core_test_pipeline
 from netstor.sim.core_env import CoreEnv, pause_generator
 from netstor.sim.frames import udp_frame
 
@@ -207,37 +207,51 @@ async def test_netupdate(dut):
     assert np.array_equal(st[K:], ref_parity(want, R))
 
 
+async def expired(env):
+    """The core's per-op expired counts (memory ``xi.engine.expired``, read through the
+    control window like any element memory)."""
+    return [await env.csr.mem_read("xi.engine.expired", op) for op in range(N_OPS)]
+
+
 @cocotb.test()
 async def test_timeout(dut):
     """A nonzero timeout (the ``xorinc:`` section's, written to the core's
-    ``xi.engine.timeout`` as to the model's): a repair whose contributions never all arrive
-    (two helpers' PARTs, carrying other data) is freed by the core's scanner after the
-    timeout and counted (``xi.engine.timeouts`` 1 before any later packet; a repair that
-    completed meanwhile is not counted); the same repair sent again later starts from free
-    slots: its REPAIRED chunk equals the model's frame and galois' repair (with the stale
-    partial sums still live the two helpers would be duplicates and the sum wrong)."""
+    ``xi.engine.timeout`` as to the model's): repairs whose contributions never all arrive
+    (op 12: two helpers' PARTs carrying other data; op 14: one helper's) are freed by the
+    core's scanner after the timeout and counted (``xi.engine.timeouts`` 2 before any later
+    packet, and per op in memory ``xi.engine.expired``: 1 for ops 12 and 14, 0 elsewhere; a
+    repair that completed meanwhile is not counted); the same repair sent again later on op
+    12 starts from free slots: its REPAIRED chunk equals the model's frame and galois' repair
+    (with the stale partial sums still live the two helpers would be duplicates and the sum
+    wrong). After the model has run the same packets (it frees an op at a later packet), the
+    core's ``xi.engine.expired`` equals the model's word for word."""
     T = 1500
     env = XiEnv(dut, seed=SEED + 2)
     await env.reset()
     await env.setup(timeout=T)
     rng = random.Random(SEED + 2)
-    L, lost, opid, opid_ok = 1000, 1, 12, 13
+    L, lost, opid, opid_ok, opid_one = 1000, 1, 12, 13, 14
     hs = helpers(K + R, K, lost)
     data = np.frombuffer(rng.randbytes(K * L), dtype=np.uint8).reshape(K, L)
     stripe = np.vstack([data, ref_parity(data, R)])
     junk = np.frombuffer(rng.randbytes((K + R) * L), dtype=np.uint8).reshape(K + R, L)
     stale = [f for _k, f in part_frames(junk, lost, hs[:2], opid, L, size=512)]
+    stale += [f for _k, f in part_frames(junk, lost, hs[:1], opid_one, L, size=512)]
     whole = [f for _k, f in part_frames(stripe, lost, hs, opid_ok, L, size=512)]
     for f in stale + whole:
         await env.send(f, XI_IN, arrival=env.cycle)
     await ClockCycles(dut.clk, 3 * T)
-    assert await env.csr.counter_read("xi.engine.timeouts") == 1
+    assert await env.csr.counter_read("xi.engine.timeouts") == 2
+    want = [0] * N_OPS
+    want[opid] = want[opid_one] = 1
+    assert await expired(env) == want, "expired per op before any later packet"
     again = [f for _k, f in part_frames(stripe, lost, hs, opid, L, size=512)]
     rng.shuffle(again)
     for f in again:
         await env.send(f, XI_IN, arrival=env.cycle)
     await env.finish()
-    assert env.model.counters()["xi.engine.timeouts"] == 1
+    assert env.model.counters()["xi.engine.timeouts"] == 2
+    assert await expired(env) == env.model.memory("xi.engine.expired").words == want
     got = {}
     for f, _u in env.received[0]:
         h, d, _dport, _dst, ucs = parse_out(f)

@@ -97,8 +97,8 @@ class GFAccumulate(Element):
 
     Model memories: ``.slots`` (``n_ops * chunk_beats`` slot words, address ``op *
     chunk_beats + off``), ``.ops`` (per op: last tick, open slots, generation), ``.timeout``
-    (1 word), ``.expired`` (per op: timeouts since the host last cleared it; the controller
-    tells the requester). Counters ``.beats``, ``.absorbed``, ``.done``, ``.dup``, ``.bad``,
+    (1 word), ``.expired`` (per op: the timeouts that freed it, 32 bits wrapping; the host
+    may write it; the controller reads it and tells the requester, ``docs/xorinc.md``). Counters ``.beats``, ``.absorbed``, ``.done``, ``.dup``, ``.bad``,
     ``.misaligned``, ``.split`` (packets) and ``.timeouts`` (ops freed).
     """
     rewrites_payload = True
@@ -165,6 +165,15 @@ class GFAccumulate(Element):
         cg.assign([(self.status.name, (st, 3))])
         with cg.block(f"if {st} == {ST_DONE}:"):
             cg.emit(f"{cg.names['udp.csum']} = 0")
+
+    def scan(self, model, now):
+        """The core's timeout scanner in a model between packets: free (and count, in
+        ``.timeouts`` and ``.expired``) every op with open slots whose last beat is more than
+        the timeout older than ``now`` (ticks of ``meta.arrival``), as the next packet would.
+        For a model that runs on a clock of its own (a switch around the model: an op whose
+        contributions stop arriving is freed without a later packet, as in the core)."""
+        self._expire(self._state(lambda n: model.memory(n).words), model.count,
+                     now & 0xFFFFFFFF)
 
     def _expire(self, state, count, now):
         """Free every op with open slots whose last beat is more than the timeout old."""
@@ -257,9 +266,9 @@ class GFAccumulate(Element):
         3) and the timeout scanner (host memory ``.timeout``, counter ``.timeouts``); the
         data path (:class:`netstor.gateware.gf_path.GFIngress`, instantiated by the data path
         for a pipeline with this element) runs ``GFEngine`` on the data beats with the
-        shadow's generation of the op. ``.slots``, ``.ops`` and ``.expired`` are model
-        memories only (the core has no host view of the slots; the requester learns of a
-        timeout from its own timer, ``docs/xorinc.md``)."""
+        shadow's generation of the op. ``.expired`` is a host memory in the core too (the
+        scanner's pulse counts into the op's word); ``.slots`` and ``.ops`` are model
+        memories only (the core has no host view of the slots)."""
         from netstor.gateware.gf_path import build_accumulate
         return build_accumulate(self, m, pipeline, valid_in, phv_in, csr, prefix)
 

@@ -16,7 +16,9 @@
   the time of its last packet; a scanner visits one op a clock and frees an op with open
   slots whose last packet is more than ``<el>.timeout`` cycles old (a host memory of one
   word, the model's; 0: never): generation + 1, counted (``.timeouts``), one pulse on
-  ``el.timeout_event``. The model frees an op at the first packet that finds it more than
+  ``el.timeout_event``, and one more in the op's word of host memory ``.expired`` (the
+  model's: 32 bits per op, a LUT RAM read by the pulse and written + 1 a cycle later; the
+  host reads it on its own port, writes only between increments). The model frees an op at the first packet that finds it more than
   ``timeout`` after its last; the scanner does so between ``timeout + 1`` and ``timeout +
   n_ops + 6`` cycles after it (its visit, the 3-cycle read and the packets still in
   flight), so a packet of the op arriving in that window finds the slot still live in the
@@ -87,7 +89,8 @@ def build_accumulate(el, m, pipeline, valid_in, phv_in, csr, prefix):
     :data:`ACC_LATENCY` cycles after the element's input: ``valid``, ``run`` (the engine
     takes the packet's data beats), ``status``, ``op`` (the op id with the op's generation
     above it, :data:`GEN` bits), ``off``, ``coeff``, ``src``, ``need``, ``length``) and
-    ``el.timeout_event`` (``valid``, ``op``: an op freed by the timeout scanner, one pulse)."""
+    ``el.timeout_event`` (``valid``, ``op``: an op freed by the timeout scanner, one pulse,
+    also counted per op in host memory ``<el>.expired``)."""
     n_ops, cb, maxb = el.n_ops, el.chunk_beats, el.max_beats
     if cb % BANKS or cb & (cb - 1) or n_ops & (n_ops - 1):
         raise ValueError(f"{el.qualname}: the core path needs chunk_beats a power of 2 and a "
@@ -341,6 +344,32 @@ def build_accumulate(el, m, pipeline, valid_in, phv_in, csr, prefix):
     el.timeout_event = dict(valid=to_v, op=to_op)
     timeouts = csr.counter(f"{q}.timeouts", doc=f"{q}: operations freed by a timeout")
     m.d.comb += timeouts.eq(to_v)
+
+    # ---- the per-op expired count (host memory ``.expired``, the model's: one 32-bit word
+    # per op, address the op id): the scanner's pulse increments the op's word. E0 (the
+    # pulse's cycle) reads it, E1 writes it + 1 (one write port). The host reads on its own
+    # read port and writes (clears) only in a cycle with no increment in E0 or E1, so no
+    # host write falls between an increment's read and its write (consecutive pulses are
+    # other ops: the scanner visits an op once in n_ops clocks and freed it has no open
+    # slot) -----------------------------------------------------------------------------------
+    expired = Memory(shape=32, depth=n_ops, init=[])
+    m.submodules[f"{prefix}_expired"] = expired
+    ex_rp, ex_hp, ex_wp = expired.read_port(), expired.read_port(), expired.write_port()
+    eport = csr.memory(f"{q}.expired", 32, n_ops,
+                       doc=f"{q}: per operation, the timeouts that freed it (32 bits, "
+                           "wrapping; the host reads it and may write it)")
+    e1_v, e1_op = ctl("exp_v1"), dreg("exp_op1", ob)
+    e1_inc = Signal(32, name=f"{prefix}_exp_inc")
+    m.d.sync += [e1_v.eq(to_v), e1_op.eq(to_op)]
+    m.d.comb += [ex_rp.addr.eq(to_op), ex_rp.en.eq(1), e1_inc.eq(ex_rp.data + 1)]
+    htake = Signal(name=f"{prefix}_exp_host")
+    m.d.comb += htake.eq(eport.req & ~eport.ack & ~to_v & ~e1_v)
+    m.d.comb += [ex_hp.addr.eq(eport.addr), ex_hp.en.eq(1),
+                 ex_wp.en.eq(e1_v | (htake & eport.we)),
+                 ex_wp.addr.eq(Mux(e1_v, e1_op, eport.addr)),
+                 ex_wp.data.eq(Mux(e1_v, e1_inc, eport.wdata)),
+                 eport.rdata.eq(ex_hp.data)]
+    m.d.sync += eport.ack.eq(htake)
     return v3, phv3, ACC_LATENCY
 
 

@@ -77,7 +77,23 @@ def _run_hw(packets, timeout=0):
     tap = el.payload_tap
     tport = next(mi.port for mi in csr.memories if mi.name == "t.eng.timeout")
     tinc = next(c.inc for c in csr.counters if c.name == "t.eng.timeouts")
-    got, n_to = [], [0]
+    eport = next(mi.port for mi in csr.memories if mi.name == "t.eng.expired")
+    got, n_to, expired = [], [0], []
+
+    async def host(ctx, addr, we=0, wdata=0):
+        """One host access to ``.expired`` (the control block's protocol: req until ack)."""
+        ctx.set(eport.req, 1)
+        ctx.set(eport.we, we)
+        ctx.set(eport.addr, addr)
+        ctx.set(eport.wdata, wdata)
+        for _ in range(8):
+            await ctx.tick()
+            if ctx.get(eport.ack):
+                rd = ctx.get(eport.rdata)
+                ctx.set(eport.req, 0)
+                await ctx.tick()
+                return rd
+        raise AssertionError("no ack from .expired")
 
     async def bench(ctx):
         ctx.set(tport.req, 1)
@@ -102,11 +118,21 @@ def _run_hw(packets, timeout=0):
                 got.append((ctx.get(fo("t.m.status")), ctx.get(tap["run"]),
                             ctx.get(tap["status"]), ctx.get(tap["op"]), ctx.get(tap["off"]),
                             ctx.get(tap["coeff"]), ctx.get(tap["length"])))
+        for _ in range(OPS + 8):                      # the scanner's last round
+            await ctx.tick()
+            n_to[0] += ctx.get(tinc)
+        expired.extend([await host(ctx, op) for op in range(OPS)])
+        # the host may write a word (clear it) and reads back what it wrote
+        await host(ctx, 1, we=1, wdata=0xFFFFFFFF)
+        assert await host(ctx, 1) == 0xFFFFFFFF
+        await host(ctx, 1, we=1, wdata=expired[1])
+        assert [await host(ctx, op) for op in range(OPS)] == expired
 
     sim = Simulator(m)
     sim.add_clock(4e-9)
     sim.add_testbench(bench)
     sim.run()
+    _run_hw.expired = expired
     return got, n_to[0], lat, el
 
 
@@ -114,6 +140,7 @@ def _run_model(el, packets, timeout=0):
     """The element's own ``run()`` over the same packets in the same order (a dummy frame of
     the length; ``meta.arrival`` = the packet's cycle). Returns ``(wanted, counts)``."""
     state = ([0] * (OPS * CB), [0] * OPS, [timeout], [0] * OPS)
+    _run_model.expired = state[3]
     counts = {}
     want = []
     for cyc, pk in enumerate(packets):
@@ -174,6 +201,9 @@ def test_accumulate_timeout_equals_model():
     want, counts = _run_model(el, packets, timeout=T)
     _compare(got, want, packets)
     assert counts.get("t.eng.timeouts", 0) == n_to >= 5, (counts, n_to)
+    # the per-op expired count (the core's host memory, the model's) equal, op by op
+    assert _run_hw.expired == _run_model.expired and sum(_run_hw.expired) == n_to
+    assert sum(1 for x in _run_hw.expired if x) >= 2
     # without the timeout the same packets give other statuses (the slots stay live)
     want0, _c = _run_model(el, packets, timeout=0)
     assert want0 != want
