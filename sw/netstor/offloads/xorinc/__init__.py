@@ -7,7 +7,10 @@ payload element's semantics: ``docs/xorinc.md``.
   REPAIRED to the requester) and NetUpdate (delta = old XOR new, copies scaled per parity)
   on the ``GFAccumulate`` payload element.
 * :mod:`.config` -- the ``xorinc:`` configuration section (codes, stripe layout, the
-  coefficient tables the controller computes, op-id ranges per client).
+  coefficient tables the controller computes, op-id ranges per client and their
+  requesters).
+* :mod:`.notify` -- the controller's timeout notifier: polls the engine's per-op expired
+  counts (``xi.engine.expired``) and sends TIMEOUT to the op's requester.
 
 Not in the default bitstream (``bitstream=False``): the gateware engine is built and tested
 alone, its wiring into the frame path comes later. XORInc runs in the golden model, the test

@@ -10,7 +10,9 @@ tables the controller computes (``docs/xorinc.md``, "Configuration").
         ...
       codes:                             # code id (the header's ``code``) -> RS(k, r)
         1: {k: 5, r: 3, nodes: [n0, n1, n2, n3, n4, n5, n6, n7]}
-      clients: {c0: [0, 31], c1: [32, 63]}   # engine op-id ranges (inclusive), disjoint
+      clients:                           # engine op-id ranges (inclusive), disjoint
+        c0: [0, 31]                      # ... as a range, or with the client's address:
+        c1: {ops: [32, 63], requester: "10.0.0.100:40000"}   # where TIMEOUTs go
       timeout: 0                         # engine timeout (cycles: ticks of meta.arrival; 0: never)
       requesters: [10.0.0.100/32]        # who may send UPD_NEW (IPv4 prefixes; default none)
 
@@ -38,6 +40,12 @@ data, ``k..n-1`` parity; generator :func:`netstor.model.gf.generator`, ISA-L's C
 :class:`netstor.api.Device` (the ``netstor apply`` path); :func:`model_writes` gives the
 memory writes for a golden model of ``default_pipeline(extra=("xorinc",))`` directly (the
 simulator and tests, which need no schema).
+
+Requesters: a client given as ``{ops: [lo, hi], requester: "ip:port"}`` is told of its timed-out
+operations: :meth:`Plan.op_requesters` maps each of its op ids to that address, which
+:class:`.notify.TimeoutNotifier` sends the TIMEOUT to (the data plane keeps no requester per
+op; the op-id range the controller gave the client is the mapping). A client given as a bare
+range gets no TIMEOUT (its own timer only).
 """
 from __future__ import annotations
 
@@ -50,12 +58,13 @@ from netstor.model import gf
 from .program import TRUST_SIZE
 
 __all__ = ["Code", "Plan", "plan", "helpers", "apply_section", "model_writes", "MAX_N",
-           "K_RANGE", "R_RANGE", "TIMEOUT_MEMORY", "trust_entries"]
+           "K_RANGE", "R_RANGE", "TIMEOUT_MEMORY", "EXPIRED_MEMORY", "trust_entries"]
 
 MAX_N = gf.SRC_MAX          #: chunks per stripe (src is 4 bits in the engine)
 K_RANGE = range(1, 13)      #: data chunks offered (the issue: k 3..12)
 R_RANGE = range(1, 5)       #: parity chunks offered (r 2..4)
 TIMEOUT_MEMORY = "xi.engine.timeout"   #: the engine's timeout (cycles; 0: never)
+EXPIRED_MEMORY = "xi.engine.expired"   #: per op id: the timeouts that freed it (wrapping)
 
 
 @dataclass(frozen=True)
@@ -81,8 +90,19 @@ class Plan:
     entries: list = field(default_factory=list)   # (table, key list, action, params)
     groups: list = field(default_factory=list)    # (group, [(port, rid)])
     clients: dict = field(default_factory=dict)   # name -> (first op id, last op id)
+    requesters: dict = field(default_factory=dict)  # name -> (ipv4 int, udp port)
     timeout: int = 0
     sources: list = field(default_factory=list)   # trusted contribution sources (addr, mask)
+
+    def op_requesters(self):
+        """``{op id: (ipv4 text, udp port)}``: where a TIMEOUT of each op id goes (the ops of
+        the clients given with a ``requester``)."""
+        out = {}
+        for name, (ipa, port) in self.requesters.items():
+            lo, hi = self.clients[name]
+            for op in range(lo, hi + 1):
+                out[op] = (str(ipaddress.IPv4Address(ipa)), port)
+        return out
 
     def group_of(self, code, chunk):
         for t, key, _a, params in self.entries:
@@ -106,6 +126,18 @@ def _mac(v):
 
 def _ip(v):
     return v if isinstance(v, int) else int(ipaddress.IPv4Address(str(v)))
+
+
+def _endpoint(v, what):
+    """``"ip:port"`` -> ``(ipv4 int, port)``."""
+    try:
+        host, port = str(v).rsplit(":", 1)
+        ipa, port = int(ipaddress.IPv4Address(host)), int(port)
+    except ValueError:
+        raise ValueError(f"xorinc: {what}: requester {v!r}: expected 'ipv4:port'") from None
+    if not 0 < port < 1 << 16:
+        raise ValueError(f"xorinc: {what}: requester port {port} out of range 1..65535")
+    return ipa, port
 
 
 def plan(value, *, n_ops=64, mcast_groups=4096):
@@ -139,10 +171,22 @@ def plan(value, *, n_ops=64, mcast_groups=4096):
         if missing:
             raise ValueError(f"xorinc: code {cid}: unknown node(s) {missing}")
         codes[cid] = Code(cid, k, r, names)
-    clients = {}
+    clients, requesters = {}, {}
     taken = []
     for name, rng in (value.get("clients") or {}).items():
-        lo, hi = (int(x) for x in rng)
+        if isinstance(rng, dict):
+            extra = set(rng) - {"ops", "requester"}
+            if extra or "ops" not in rng:
+                raise ValueError(f"xorinc: client {name}: expected {{ops: [lo, hi], "
+                                 f"requester: 'ip:port'}}, got keys {sorted(rng)}")
+            if "requester" in rng:
+                requesters[str(name)] = _endpoint(rng["requester"], f"client {name}")
+            rng = rng["ops"]
+        try:
+            lo, hi = (int(x) for x in rng)
+        except (TypeError, ValueError):
+            raise ValueError(f"xorinc: client {name}: op ids {rng!r}: expected [lo, hi]") \
+                from None
         if not 0 <= lo <= hi < n_ops:
             raise ValueError(f"xorinc: client {name}: op ids {lo}..{hi} outside 0..{n_ops - 1}")
         for other, (a, b) in taken:
@@ -166,7 +210,8 @@ def plan(value, *, n_ops=64, mcast_groups=4096):
         raise ValueError(f"xorinc: {len(sources)} trusted source prefixes (nodes and "
                          f"requesters) and the request entry do not fit xi.trust's "
                          f"{TRUST_SIZE} entries")
-    out = Plan(codes, nodes, clients=clients, timeout=timeout, sources=sources)
+    out = Plan(codes, nodes, clients=clients, requesters=requesters, timeout=timeout,
+               sources=sources)
     gid = 1
     for cid, c in sorted(codes.items()):
         g = c.generator

@@ -9,7 +9,10 @@ routes and other sections as the switch applies them (:func:`netstor.compiler.co
 its ``xorinc:`` section as the controller computes it (:func:`.config.model_writes`:
 coefficients, copy lists, the engine's timeout). It prints the switch's ready line and, on
 SIGTERM, its final counters, like the generic switch. (No ``--control``: the control
-window's schema is the default bitstream's.)
+window's schema is the default bitstream's.) With ``--notify-from IP`` it also runs the
+controller's timeout notifier (:class:`TimeoutService`): the engine's timeout scan on the
+switch's clock and a TIMEOUT to the requester of each op the data plane freed (sent as
+a rack host at that address would: through wire port 1, routed by L3).
 
 ``python -m netstor.offloads.xorinc.demo rack [--k 3 --r 2 --length 4096 --json FILE]``
 (root): every scheme once on a rack around that switch, a table of chunk transfers per
@@ -32,6 +35,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -46,11 +50,74 @@ from netstor.testbed.rack import Rack, port_mac
 from netstor.testbed.stats import format_stats
 from netstor.testbed.switch import _Stop, run_model_switch
 
-from .config import model_writes
+from netstor.model.dataplane import ipv4_header_checksum
+from netstor.testbed.dataplanes import ModelDataplane
+from netstor.testbed.ports import PortSocket
+
+from .codec import ip_int
+from .config import model_writes, plan
 from .header import XORINC_UDP_PORT
+from .notify import TimeoutNotifier
 
 __all__ = ["xorinc_pipeline", "switch_ops", "rack_section", "start_switch", "accept_local",
            "run_client", "check_scenario", "demo_step", "main"]
+
+
+class TimeoutService:
+    """The controller's timeout notifier beside the test bed's model switch.
+
+    Every ``interval`` seconds, under the data plane's lock: the engine's timeout scan at the
+    switch's clock (:meth:`netstor.elements.gf.GFAccumulate.scan`: the core's scanner in the
+    model, which otherwise frees an op only when a later packet reaches the engine), then
+    :class:`.notify.TimeoutNotifier`'s poll of ``xi.engine.expired``. Each TIMEOUT leaves as
+    a controller that is a host of the rack would send it: a UDP frame (IPv4 source
+    ``src_ip``, UDP source port 7450) entering the data plane on wire port ``in_port``
+    (default 1, the servers' segment), routed by L3 to the requester (its MAC addresses and
+    TTL rewritten), transmitted on the output port's interface. (A frame from a host port
+    goes out as the host wrote it, without the L3 rewrite.)"""
+
+    def __init__(self, dp, ifaces, xi_plan, src_ip, *, interval=0.02, in_port=1):
+        if not 0 <= in_port < dp.P:
+            raise ValueError(f"in_port {in_port}: a wire port 0..{dp.P - 1}")
+        self.dp, self.in_port = dp, in_port
+        self.engine = next(e for e in dp.pipeline.elements if e.qualname == "xi.engine")
+        self.src = ip_int(src_ip)
+        self.interval = interval
+        self.socks = [PortSocket(i) for i in ifaces]
+        self.notifier = TimeoutNotifier(self._read, xi_plan.op_requesters(), send=self._send,
+                                        before_poll=self._scan)
+
+    def _read(self, name, addr):
+        with self.dp.lock:
+            return self.dp.model.mem_read(name, addr)
+
+    def _scan(self):
+        with self.dp.lock:
+            self.engine.scan(self.dp.model, time.monotonic_ns() >> 2)
+
+    def _send(self, payload, to):
+        udp_len = 8 + len(payload)
+        iph = bytearray(b"\x45\x00" + (20 + udp_len).to_bytes(2, "big") + b"\0\0\0\0\x40\x11\0\0"
+                        + self.src.to_bytes(4, "big") + ip_int(to[0]).to_bytes(4, "big"))
+        iph[10:12] = ipv4_header_checksum(bytes(iph)).to_bytes(2, "big")
+        udp = (XORINC_UDP_PORT.to_bytes(2, "big") + int(to[1]).to_bytes(2, "big")
+               + udp_len.to_bytes(2, "big") + b"\0\0")
+        frame = bytes(12) + b"\x08\x00" + bytes(iph) + udp + payload
+        sent = 0
+        for q, f in self.dp.process(frame, self.in_port):
+            if q < self.dp.P:
+                sent += self.socks[q].send(f)
+        if not sent:
+            raise OSError(f"TIMEOUT to {to[0]}:{to[1]}: the data plane sent it nowhere")
+
+    def start(self):
+        self.notifier.start(self.interval)
+        return self
+
+    def stop(self):
+        self.notifier.stop()
+        for s in self.socks:
+            s.close()
 
 
 def xorinc_pipeline(n_ports=2):
@@ -84,15 +151,19 @@ def rack_section(rack, k, r, code=1, client=None, opids=(0, 63)):
 
 
 def start_switch(rack, config, workdir, *, stats_json, name="switch-xi", xorinc=True,
-                 ready_timeout=60.0):
+                 ready_timeout=60.0, notify_from=None):
     """Start the rack's model switch with ``config`` (a dict, written to ``workdir``):
     XORInc's (:func:`main` ``switch``) or, ``xorinc=False``, the generic one (default
-    pipeline). Returns the process (also ``rack.switch``)."""
+    pipeline); ``notify_from``: XORInc's with the timeout notifier (:class:`TimeoutService`,
+    TIMEOUTs from that IPv4 address, entering on wire port 1). Returns the process (also
+    ``rack.switch``)."""
     path = Path(workdir) / f"{rack.prefix}{name}-config.json"
     path.write_text(json.dumps(config, indent=1))
     if xorinc:
         argv = [sys.executable, "-m", "netstor.offloads.xorinc.demo", "switch", "--config",
                 str(path), "--stats-json", str(stats_json)]
+        if notify_from:
+            argv += ["--notify-from", str(notify_from)]
     else:
         argv = [sys.executable, "-m", "netstor.testbed.switch", "--port0", "p0", "--port1",
                 "p1", "--dataplane", "model", "--config", str(path), "--stats-json",
@@ -252,6 +323,10 @@ def main(argv=None):
     sw.add_argument("--port1", default="p1")
     sw.add_argument("--config", required=True, help="table configuration (YAML/TOML/JSON)")
     sw.add_argument("--stats-json", default=None)
+    sw.add_argument("--notify-from", default=None, metavar="IP",
+                    help="run the controller's timeout notifier (TIMEOUTs from this IPv4 "
+                         "address, entering the data plane on wire port 1)")
+    sw.add_argument("--notify-interval", type=float, default=0.02, metavar="S")
     rk = sub.add_parser("rack", help="every scheme once on a rack around that switch (root)")
     rk.add_argument("--k", type=int, default=3)
     rk.add_argument("--r", type=int, default=2)
@@ -267,17 +342,29 @@ def main(argv=None):
         return 1 if out["byte_mismatches"] else 0
     pipeline = xorinc_pipeline(2)
     try:
-        writes, regs = switch_ops(load_config(args.config), pipeline)
+        cfg = load_config(args.config)
+        writes, regs = switch_ops(cfg, pipeline)
+        xi_plan = plan(cfg.get("xorinc") or {}, mcast_groups=pipeline.mcast_groups)
     except ValueError as e:
         print(f"xorinc switch: error: {e}", file=sys.stderr)
         return 1
     stop = _Stop()
     stop.install()
+    dp = svc = None
     try:
+        if args.notify_from:
+            dp = ModelDataplane(writes, regs, pipeline=pipeline, groups="list")
+            svc = TimeoutService(dp, [args.port0, args.port1], xi_plan, args.notify_from,
+                                 interval=args.notify_interval).start()
         final = run_model_switch([args.port0, args.port1], writes, regs,
                                  stats_json=args.stats_json, stop=stop,
-                                 pipeline=pipeline, groups="list")
+                                 pipeline=pipeline, groups="list", dataplane=dp)
     finally:
+        if svc is not None:
+            svc.stop()
+            print(f"xorinc timeouts: {svc.notifier.timeouts} seen, {svc.notifier.sent} "
+                  f"TIMEOUT sent, {svc.notifier.unaddressed} without a requester, "
+                  f"{svc.notifier.send_errors} send errors", flush=True)
         stop.restore()
     print(format_stats(final), flush=True)
     return 1 if final.get("error") else 0

@@ -52,14 +52,22 @@ from .header import (BEAT, F_ERROR, F_LAST, T_ACK, T_DELTA, T_PART, T_READ, T_RE
                      T_REPAIR, T_REPAIRED, T_TIMEOUT, T_UPD_NEW, T_UPD_OLD, XiHeader,
                      frame_payload, split)
 
-__all__ = ["XorIncClient", "OpResult", "XorIncError", "tupdate_tree", "SCHEMES"]
+__all__ = ["XorIncClient", "OpResult", "XorIncError", "SwitchTimeout", "tupdate_tree",
+           "SCHEMES"]
 
 DATA_TYPES = (T_READ_REPLY, T_PART, T_REPAIRED, T_UPD_NEW, T_UPD_OLD, T_DELTA, T_WRITE,
               T_CHAIN, T_XUPDATE, T_XDELTA)
 
 
 class XorIncError(Exception):
-    """An operation failed (timeout, a node without the chunk, the switch's TIMEOUT)."""
+    """An operation failed (timeout, a node without the chunk, the switch's TIMEOUT).
+    ``switch_timeouts``: the op ids the switch timed out on the way (one per attempt)."""
+    switch_timeouts = ()
+
+
+class SwitchTimeout(XorIncError):
+    """The controller's TIMEOUT for the operation's op id (``.notify``): the switch freed its
+    slots (a contribution never arrived)."""
 
 
 @dataclass
@@ -89,12 +97,21 @@ class XorIncClient:
 
     ``nodes``: ``[(ip, port)]`` of chunk ``0..n-1``'s node (one list for every stripe here);
     ``k``, ``r``: the code; ``code``: its id in the switch's tables; ``opids``: the op ids
-    the controller gave this client (used in turn; one whose operation failed is retired:
-    :attr:`retired`); ``bind``: the client's address (its IPv4
-    address goes in ``req_addr``: it must be the one the nodes and the switch reach)."""
+    the controller gave this client (used in turn; one whose operation failed by the client's
+    own timer is retired: :attr:`retired`); ``bind``: the client's address (its IPv4
+    address goes in ``req_addr``: it must be the one the nodes and the switch reach; its port
+    is where the controller's TIMEOUTs come when the ``xorinc:`` section names it).
+
+    Switch timeouts: a ``TIMEOUT`` for the running in-network operation's op id (the
+    controller's notifier, ``.notify``) means the switch freed the op's slots: the op id stays
+    usable, and the operation is retried with the next op id, at most ``switch_retries``
+    times (a contributor that lost one request recovers; a dead one fails every attempt), then
+    :class:`SwitchTimeout` names the op ids the switch timed out. NetUpdate's retry is safe
+    when positions of the first attempt completed: the data node then holds the new data,
+    and their delta is 0."""
 
     def __init__(self, nodes, k, r, code=0, opids=range(64), bind=("127.0.0.1", 0),
-                 timeout=2.0):
+                 timeout=2.0, switch_retries=1):
         self.nodes = [(str(a), int(p)) for a, p in nodes]
         if len(self.nodes) != k + r:
             raise ValueError(f"RS({k}, {r}) needs {k + r} nodes, got {len(self.nodes)}")
@@ -103,6 +120,11 @@ class XorIncClient:
         self.timeout = timeout
         self.opids = list(opids)            # usable op ids, in turn
         self.retired = []                   # op ids of failed in-network operations
+        if switch_retries < 0:
+            raise ValueError(f"switch_retries {switch_retries} must be >= 0")
+        self.switch_retries = switch_retries
+        self.switch_timeouts = []           # op ids the switch timed out (TIMEOUT received)
+        self._timeout_seen = {}             # op id -> the last TIMEOUT's count (its seq)
         self._next_op = 0
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
@@ -138,6 +160,41 @@ class XorIncClient:
         if opid in self.opids:
             self.opids.remove(opid)
             self.retired.append(opid)
+
+    def _switch_timeout(self, h, opid, what):
+        """Raise :class:`SwitchTimeout` for a TIMEOUT of ``opid`` not seen before (its
+        ``seq``, the op's expired count, is newer than the last one this client saw)."""
+        if h.type != T_TIMEOUT or h.opid != opid:
+            return False
+        last = self._timeout_seen.get(opid)
+        if last is not None and not 0 < (h.seq - last) & 0xFFFFFFFF < 1 << 31:
+            return False                    # an old one (an earlier use of the op id)
+        self._timeout_seen[opid] = h.seq
+        raise SwitchTimeout(f"{what}: the switch timed out op id {opid} (TIMEOUT, count "
+                            f"{h.seq})")
+
+    def _in_network(self, what, attempt):
+        """``attempt(opid)`` with the next op id; on the switch's TIMEOUT the op id goes back
+        to the pool (the switch freed it) and the attempt is retried with the next one
+        (``switch_retries`` times); on any other failure the op id is retired. Returns
+        ``(result, [op ids timed out by the switch])``."""
+        timed_out = []
+        for _ in range(self.switch_retries + 1):
+            opid = self._opid()
+            try:
+                return attempt(opid), timed_out
+            except SwitchTimeout:
+                timed_out.append(opid)
+                self.switch_timeouts.append(opid)
+            except XorIncError as e:
+                self._retire(opid)
+                e.switch_timeouts = tuple(timed_out)
+                raise
+        e = SwitchTimeout(f"{what}: the switch timed out op ids {timed_out} "
+                          f"({len(timed_out)} attempts): a contribution never arrived (a "
+                          "node down, or its request or data lost)")
+        e.switch_timeouts = tuple(timed_out)
+        raise e
 
     def _head(self, typ, stripe, chunk, **kw):
         self._seq = (self._seq + 1) & 0xFFFFFFFF
@@ -292,37 +349,41 @@ class XorIncClient:
     def repair_net(self, stripe, lost):
         """NetRepair (module docstring): the lost chunk, repaired in the switch. The helpers
         are the repair policy's (:meth:`survivors` with no other failure: the switch's
-        coefficient table holds those)."""
-        res = OpResult("repair_net")
-        t0 = time.perf_counter()
+        coefficient table holds those). A switch TIMEOUT retries (class docstring);
+        ``extra["switch_timeouts"]``: the op ids it timed out before the repair completed."""
         helpers = self.survivors(lost)
-        opid = self._opid()
-        add, result, complete = self._parts("repair")
-        parts = [0]
-        for s in helpers:
-            self._send(res, self._head(T_REPAIR, stripe, lost, opid=opid, src=s, need=self.k),
-                       b"", self.nodes[s])
+        what = f"NetRepair {stripe}/{lost}"
+        t0 = time.perf_counter()
 
-        def want(h, data, raw):
-            if h.stripe != stripe or h.opid != opid:
-                return False
-            if h.type == T_TIMEOUT:
-                raise XorIncError(f"NetRepair {stripe}/{lost}: the switch timed it out")
-            if h.type == T_PART:        # the engine was not on the path
-                parts[0] += 1
-                return False
-            if h.type == T_REPAIRED and h.chunk == lost:
-                add(h, data)
-                return True
-            return False
+        def attempt(opid):
+            res = OpResult("repair_net")
+            add, result, complete = self._parts("repair")
+            parts = [0]
+            for s in helpers:
+                self._send(res, self._head(T_REPAIR, stripe, lost, opid=opid, src=s,
+                                           need=self.k), b"", self.nodes[s])
 
-        try:
-            self._collect(res, want, complete, f"NetRepair {stripe}/{lost}")
-        except XorIncError:
-            self._retire(opid)
-            raise
-        res.data, res.seconds = result(), time.perf_counter() - t0
-        res.extra = {"helpers": helpers, "raw_parts": parts[0]}
+            def want(h, data, raw):
+                if self._switch_timeout(h, opid, what):
+                    return False
+                if h.stripe != stripe or h.opid != opid:
+                    return False
+                if h.type == T_PART:        # the engine was not on the path
+                    parts[0] += 1
+                    return False
+                if h.type == T_REPAIRED and h.chunk == lost:
+                    add(h, data)
+                    return True
+                return False
+
+            self._collect(res, want, complete, what)
+            res.data = result()
+            res.extra = {"helpers": helpers, "raw_parts": parts[0], "opid": opid}
+            return res
+
+        res, timed_out = self._in_network(what, attempt)
+        res.seconds = time.perf_counter() - t0
+        res.extra["switch_timeouts"] = timed_out
         return res
 
     def repair_conventional(self, stripe, lost, failed=()):
@@ -388,8 +449,8 @@ class XorIncClient:
                 return True
             if h.flags & F_ERROR and h.stripe == stripe and (opid is None or h.opid == opid):
                 return True                 # a node without the chunk: _collect raises
-            if h.type == T_TIMEOUT and h.stripe == stripe and h.opid == opid:
-                raise XorIncError(f"{what}: the switch timed it out")
+            if opid is not None:
+                self._switch_timeout(h, opid, what)
             return False
 
         self._collect(res, want, lambda: all((c, off) in acks for c in chunks
@@ -399,20 +460,23 @@ class XorIncClient:
         return [chunk] + list(range(self.k, self.n))
 
     def update_net(self, stripe, chunk, new):
-        """NetUpdate (module docstring): data chunk ``chunk`` becomes ``new``."""
-        res = OpResult("update_net")
+        """NetUpdate (module docstring): data chunk ``chunk`` becomes ``new``. A switch
+        TIMEOUT retries (class docstring)."""
         t0 = time.perf_counter()
         self._check_data(chunk)
-        opid = self._opid()
-        self._send_chunk(res, self._head(T_UPD_NEW, stripe, chunk, opid=opid, need=2,
-                                         src=chunk), bytes(new), self.nodes[chunk])
-        try:
-            self._await_acks(res, stripe, self._updated(chunk), packets(len(new)),
-                             f"NetUpdate {stripe}/{chunk}", opid)
-        except XorIncError:
-            self._retire(opid)
-            raise
+        what = f"NetUpdate {stripe}/{chunk}"
+
+        def attempt(opid):
+            res = OpResult("update_net")
+            self._send_chunk(res, self._head(T_UPD_NEW, stripe, chunk, opid=opid, need=2,
+                                             src=chunk), bytes(new), self.nodes[chunk])
+            self._await_acks(res, stripe, self._updated(chunk), packets(len(new)), what, opid)
+            res.extra = {"opid": opid}
+            return res
+
+        res, timed_out = self._in_network(what, attempt)
         res.seconds = time.perf_counter() - t0
+        res.extra["switch_timeouts"] = timed_out
         return res
 
     def _check_data(self, chunk):
@@ -557,6 +621,7 @@ def run_scenario(nodes, k, r, *, code=0, opids=range(64), bind=("0.0.0.0", 0), l
                 res = fn(**kw)
             except XorIncError as e:
                 entry["error"] = str(e)
+                entry["switch_timeouts"] = list(e.switch_timeouts)
                 return entry
             entry.update(seconds=round(res.seconds, 6), tx=res.tx, rx=res.rx,
                          ctl_tx=res.ctl_tx, ctl_rx=res.ctl_rx, extra=res.extra)
@@ -585,6 +650,23 @@ def run_scenario(nodes, k, r, *, code=0, opids=range(64), bind=("0.0.0.0", 0), l
     return out
 
 
+def one_repair(nodes, k, r, stripe, lost, *, code=0, opids=range(64), bind=("0.0.0.0", 0),
+               timeout=2.0):
+    """One NetRepair: ``{"data": hex}`` or ``{"error", "switch_timeout": bool,
+    "switch_timeouts": [op ids]}``, with ``seconds``, ``retired`` and the op ids left."""
+    with XorIncClient(nodes, k, r, code=code, opids=opids, bind=bind, timeout=timeout) as c:
+        t0 = time.monotonic()
+        try:
+            res = c.repair_net(stripe, lost)
+            out = {"data": res.data.hex(), "switch_timeouts": res.extra["switch_timeouts"]}
+        except XorIncError as e:
+            out = {"error": str(e), "switch_timeout": isinstance(e, SwitchTimeout),
+                   "switch_timeouts": list(e.switch_timeouts)}
+        out.update(seconds=round(time.monotonic() - t0, 3), retired=c.retired,
+                   opids=c.opids)
+    return out
+
+
 def _range(text):
     lo, sep, hi = text.partition("-")
     return range(int(lo), int(hi) + 1) if sep else range(int(lo), int(lo) + 1)
@@ -600,6 +682,13 @@ def main(argv=None):
     ap.add_argument("--code", type=int, default=0)
     ap.add_argument("--opids", type=_range, default=range(64), metavar="A-B")
     ap.add_argument("--bind", default="0.0.0.0", help="the client's address")
+    ap.add_argument("--port", type=int, default=0,
+                    help="the client's UDP port (0: any; the xorinc: section's requester "
+                         "port, where the controller's TIMEOUTs come)")
+    ap.add_argument("--one", default=None, metavar="repair_net:STRIPE:LOST",
+                    help="instead of the scenario: one NetRepair of a stripe written before "
+                         "(its JSON: the data, or the error and the op ids the switch timed "
+                         "out, and the seconds it took)")
     ap.add_argument("--length", type=int, default=4096, help="chunk bytes")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--lost", default=None, help="chunks to repair (default all)")
@@ -610,7 +699,16 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     nodes = [(n.rsplit(":", 1)[0], int(n.rsplit(":", 1)[1])) for n in a.nodes.split(",")]
-    res = run_scenario(nodes, a.k, a.r, code=a.code, opids=a.opids, bind=(a.bind, 0),
+    if a.one is not None:
+        op, stripe, lost = a.one.split(":")
+        if op != "repair_net":
+            ap.error(f"--one {a.one}: only repair_net")
+        res = one_repair(nodes, a.k, a.r, int(stripe), int(lost), code=a.code,
+                         opids=a.opids, bind=(a.bind, a.port), timeout=a.timeout)
+        with open(a.out, "w") as f:
+            json.dump(res, f)
+        return 0
+    res = run_scenario(nodes, a.k, a.r, code=a.code, opids=a.opids, bind=(a.bind, a.port),
                        length=a.length, seed=a.seed,
                        lost=None if a.lost is None else [int(x) for x in a.lost.split(",")],
                        repairs=[x for x in a.repairs.split(",") if x],

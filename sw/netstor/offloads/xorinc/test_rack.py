@@ -158,3 +158,59 @@ def test_demo_step_on_running_servers():
     assert s["transfers_hosts"]["repair_conventional"] == 4
     assert s["transfers_hosts"]["update_net"] == 4 and s["engine"]["xi.engine.done"] > 0
     assert "NetRepair 3.0 (conventional 4.0)" in line
+
+
+@needs_root
+def test_dead_helper_timeout_reaches_the_client_through_the_switch():
+    """A helper that never sends its chunk, on the test bed: RS(3, 2) written with every node
+    up, then helper 1's server stopped. The client's NetRepair of chunk 0 (helpers 0, 1, 2):
+    the model switch's engine frees the op after its timeout (0.2 s at the switch's clock),
+    the controller's notifier beside the switch (``demo switch --notify-from``) sends TIMEOUT
+    from an address on the servers' segment, through the data plane (L3) to the requester
+    named in the ``xorinc:`` section;
+    the client gets it well within its own 10 s timer, retries once with the next op id,
+    gets a second TIMEOUT and reports both op ids, retiring none. A later NetRepair of chunk
+    1 (helpers 0, 2, 3, all up) on the freed op id 0 is byte-exact against galois."""
+    import sys
+    from netstor.testbed.experiment import start_servers
+    k, r, length, port = 3, 2, 2048, 47000
+    with tempfile.TemporaryDirectory(prefix="netstor-xi-to-") as tmp, \
+            Rack(1, k + r, workdir=tmp) as rack:
+        client = rack.clients[0]
+        cfg = rack.config()
+        sec = demo.rack_section(rack, k, r, code=1)
+        sec["clients"] = {client.name: {"ops": [0, 3], "requester": f"{client.ip}:{port}"}}
+        sec["timeout"] = int(0.2 * 250e6)
+        cfg["xorinc"] = sec
+        demo.accept_local(rack)
+        demo.start_switch(rack, cfg, tmp, stats_json=Path(tmp) / "switch.json",
+                          notify_from=rack.servers[0].gateway)
+        servers = start_servers(rack, tmp, "none",
+                                offload_ports={"xorinc": demo.XORINC_UDP_PORT})
+        res = demo.run_client(rack, tmp, k, r, code=1, repairs=[], updates=[],
+                              length=length, seed=4, opids="0-3", name="xi-write")
+        assert not [op for op in res["ops"] if "error" in op]
+        stripe = ref_encode(np.array([np.frombuffer(bytes.fromhex(h), np.uint8)
+                                      for h in res["stripes"]["0"]]), r)
+        servers[1].stop()
+        nodes = ",".join(f"{h.ip}:{demo.XORINC_UDP_PORT}" for h in rack.servers[:k + r])
+
+        def one(lost, name):
+            out = Path(tmp) / f"{name}.json"
+            argv = [sys.executable, "-m", "netstor.offloads.xorinc.schemes", "--nodes", nodes,
+                    "--k", k, "--r", r, "--code", 1, "--opids", "0-1", "--bind", client.ip,
+                    "--port", port, "--timeout", 10, "--one", f"repair_net:0:{lost}",
+                    "--out", out]
+            p = rack.spawn(client, [str(a) for a in argv], name=name)
+            assert p.wait(timeout=60) == 0, p.output()
+            rack.procs.remove(p)
+            return json.loads(out.read_text())
+
+        got = one(0, "xi-dead")
+        assert got["switch_timeout"] and got["switch_timeouts"] == [0, 1], got
+        assert "timed out op ids [0, 1] (2 attempts" in got["error"], got
+        assert got["seconds"] < 5.0 and got["retired"] == [] and got["opids"] == [0, 1], got
+        got = one(1, "xi-alive")
+        assert got.get("data") == stripe[1].tobytes().hex() and got["switch_timeouts"] == []
+        log = rack.stop_switch()
+    assert "2 seen, 2 TIMEOUT sent, 0 without a requester, 0 send errors" in log, log[-2000:]
