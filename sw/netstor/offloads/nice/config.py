@@ -75,15 +75,15 @@ from dataclasses import dataclass, field
 
 from netstor.config import write_plan
 
-from .header import (MAX_NODES, MULTICAST, NICE_UDP_PORT, RING_MULTICAST, RING_UNICAST, UNICAST,
-                     Ring, default_partition)
+from .header import (MAX_NODES, MAX_REPLICAS, MULTICAST, NICE_UDP_PORT, RING_MULTICAST,
+                     RING_UNICAST, UNICAST, Ring, default_partition)
 
 __all__ = ["RingState", "Plan", "parse", "entries", "plan", "diff", "apply_plan", "apply_section",
            "model_writes", "model_apply", "DEFAULT_MCAST_BASE", "divide", "MAX_COPIES",
-           "section_of"]
+           "section_of", "check_put_sets"]
 
 DEFAULT_MCAST_BASE = 1024
-MAX_COPIES = 16                     # copies of one copy list (the replication engine's)
+MAX_COPIES = MAX_REPLICAS           # copies of one copy list (the replication engine's 16)
 _KEYS = {"smac", "mcast_base", "unicast", "multicast", "subgroup", "nodes", "partitions",
          "subgroups", "clients", "divisions", "down", "joining", "handoff", "pending"}
 _NODE_KEYS = {"ip", "mac", "port", "udp"}
@@ -382,11 +382,20 @@ def parse(value, *, nodes_max=MAX_NODES, mcast_groups=4096, n_ports=2,
                        "members")
     state = RingState(nodes, parts, sgs, u, mr, smac, base, clients, divisions,
                       st["down"], st["joining"], handoff, pending)
-    for p in parts:
-        if len(state.put_set(p)) > MAX_COPIES:
-            raise _err(f"partition {p}: put set of {len(state.put_set(p))} nodes, a copy list "
-                       f"holds {MAX_COPIES}")
+    check_put_sets(state)
     return state
+
+
+def check_put_sets(state: RingState):
+    """``ValueError`` if a partition's put set (its copy list: members not down, their
+    handoffs, joining and pending nodes) has more than :data:`MAX_COPIES` nodes (the
+    data plane's copy list holds 16 copies; ``header.MAX_REPLICAS``)."""
+    for p in sorted(state.partitions):
+        ps = state.put_set(p)
+        if len(ps) > MAX_COPIES:
+            raise _err(f"partition {p}: put set of {len(ps)} nodes {ps} (members, handoffs, "
+                       f"joining and pending nodes), a copy list holds {MAX_COPIES} "
+                       f"(MAX_REPLICAS)")
 
 
 def entries(state: RingState) -> Plan:

@@ -80,7 +80,9 @@ F_RESEND = 0x04     # a fragment re-sent unicast after a NACK
 
 MAX_NODES = 4096    # storage node ids 0..4095 (the switch's rid is 16 bits; tables sized
                     # for >= 1,024 nodes)
-MAX_REPLICAS = 8    # members of one put set (replicas + handoff + rejoining node)
+MAX_REPLICAS = 16   # nodes in one put set (replicas + handoffs + joining / pending nodes):
+                    # what one copy list holds (the replication engine's 16 copies,
+                    # netstor.model.replication.MAX_COPIES); config and metadata refuse more
 RING_UNICAST, RING_MULTICAST = 1, 2     # nice.rings' kinds (the switch's ring table)
 
 HEADER = Header("nice", [

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from .config import RingState, diff, entries, model_apply, parse, section_of
+from .config import (RingState, check_put_sets, diff, entries, model_apply, parse,
+                     section_of)
 
 __all__ = ["Metadata", "DeviceSink", "ModelSink", "BEAT", "MISSED", "TIMEOUTS"]
 
@@ -101,7 +102,9 @@ class Metadata:
 
     # ---- output ----------------------------------------------------------------------------
     def apply(self):
-        """Write what changed since the last plan; returns the ops."""
+        """Write what changed since the last plan; returns the ops. A state whose put set
+        does not fit a copy list raises ``ValueError`` before anything is written."""
+        check_put_sets(self.state)
         new = entries(self.state)
         ops = diff(self.plan, new)
         if self.plan is None and hasattr(self.sink, "held"):   # taking over a switch
@@ -183,6 +186,17 @@ class Metadata:
                     self._assign_handoff(p, m)
         return self.apply()
 
+    def _fits(self, before, nev, what):
+        """After a change that can grow a put set (a rejoin, a new member): if a put set no
+        longer fits a copy list (``MAX_REPLICAS``), the state and the events go back to
+        ``before`` and ``ValueError`` says why; nothing is written."""
+        try:
+            check_put_sets(self.state)
+        except ValueError as e:
+            self.state.__dict__.update(before.__dict__)
+            del self.events[nev:]
+            raise ValueError(f"{e}: {what} refused") from None
+
     def _assign_handoff(self, p, member):
         h = self.choose_handoff(p)
         if h is None:
@@ -217,8 +231,10 @@ class Metadata:
         st = self.state
         if node not in st.down:
             raise ValueError(f"nice: node {node} is not down")
+        before, nev = st.copy(), len(self.events)
         st.down.discard(node)
         st.joining.add(node)
+        self._fits(before, nev, f"the rejoin of node {node}")
         self.last_beat[node] = self.clock()
         fetch = {p: hm[node] for p, hm in sorted(st.handoff.items()) if node in hm}
         self.events.append(("rejoin", node, fetch))
@@ -266,6 +282,7 @@ class Metadata:
             raise ValueError(f"nice: node {node} is already in partition {p}")
         if node not in st.nodes or node in st.down:
             raise ValueError(f"nice: node {node} is unknown or down")
+        before, nev = st.copy(), len(self.events)
         st.partitions[p].append(node)
         st.pending.setdefault(p, set()).add(node)
         hm = st.handoff.get(p, {})                          # a handoff of p becoming a member
@@ -273,6 +290,7 @@ class Metadata:
             if h == node:
                 del hm[m]
                 self._assign_handoff(p, m)
+        self._fits(before, nev, f"adding node {node} to partition {p}")
         self.events.append(("add_member", p, node))
         return self.apply()
 
