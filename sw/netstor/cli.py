@@ -22,6 +22,8 @@ Commands::
     api METHOD PATH [JSON] [--url URL]     a request to a running controller's HTTP API, with
                                            the bearer token of its token file
     switch --port0 IF --port1 IF [...]     the test bed's software switch (netstor.testbed)
+    OFFLOAD COMMAND ...                    an offload's own commands (its Offload.cli hook;
+                                           `netstor OFFLOAD --help` lists them)
 
 ``--lpm-lengths T=8,16,24,32`` (repeatable): the prefix lengths the banks of hashed LPM table
 ``T`` may hold (routes of other lengths are expanded into the next held one; the same as a
@@ -45,7 +47,7 @@ import os
 import sys
 import time
 
-__all__ = ["main", "UsageError"]
+__all__ = ["main", "UsageError", "open_device"]
 
 
 class UsageError(ValueError):
@@ -119,6 +121,19 @@ def _open(args):
         dev.close()
         raise
     return dev
+
+
+def open_device(args):
+    """The device the global options name (``--device``, ``--schema``, ``--lpm-lengths``):
+    for an offload's ``cli`` hook (:class:`netstor.offload.Offload`); the caller closes it."""
+    return _open(args)
+
+
+def _offload_commands():
+    """The registered offloads that add commands (an ``Offload.cli`` hook), in registry
+    order."""
+    from netstor.offloads import offloads
+    return [o for o in offloads() if o.cli is not None]
 
 
 def _print_rows(rows, headers):
@@ -475,10 +490,17 @@ def cmd_serve_model(args):
     srv.stop()
 
 
-def _parser():
+def _parser(cmd=None):
+    """The parser; the offload commands' own arguments are added (their ``cli`` hook
+    imported) only for ``cmd``, the command being run."""
+    extra = _offload_commands()
+    epilog = __doc__.split("Commands::")[1]
+    if extra:
+        epilog += "\nOffload commands (netstor OFFLOAD --help)::\n\n" + "".join(
+            f"    {o.name:38} {o.title}\n" for o in extra)
     ap = argparse.ArgumentParser(prog="netstor", description="netstor data plane control",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("Commands::")[1])
+                                 epilog=epilog)
     ap.add_argument("--device", help="model | unix:PATH | pcie:BDF | /dev/mqnicN "
                                      "(default $NETSTOR_DEVICE or model)")
     ap.add_argument("--schema", help="schema.json (default $NETSTOR_SCHEMA or "
@@ -528,6 +550,16 @@ def _parser():
     sub.add_parser("controller", add_help=False)
     sub.add_parser("api", add_help=False)
     sub.add_parser("switch", add_help=False)
+    for off in extra:
+        if off.name in sub.choices:
+            raise ValueError(f"offload {off.name}: its command name is a built-in command")
+        p = sub.add_parser(off.name, help=off.title, description=off.title)
+        if off.name == cmd:
+            run = off.hook("cli")(p)
+            if not callable(run):
+                raise TypeError(f"offload {off.name}: its cli hook returned {run!r}, not a "
+                                "function run(args)")
+            p.set_defaults(offload_run=run)
     return ap
 
 
@@ -538,6 +570,7 @@ def main(argv=None):
     pre.add_argument("--device")
     pre.add_argument("--schema")
     pre.add_argument("--json", action="store_true")
+    pre.add_argument("--lpm-lengths", action="append")
     pre.add_argument("cmd", nargs="?")
     known, rest = pre.parse_known_args(argv)
     if known.cmd in ("controller", "switch", "api"):
@@ -556,11 +589,14 @@ def main(argv=None):
             return 130
         except Exception as e:          # the daemon's own errors are its to report; a bug
             return _internal(e)         # still gets one line
-    args = _parser().parse_args(argv)
+    args = _parser(known.cmd).parse_args(argv)
     from netstor.api import TableFullError
     try:
         if args.cmd == "serve-model":
             return cmd_serve_model(args) or 0
+        run = getattr(args, "offload_run", None)
+        if run is not None:             # an offload's command: it opens a device if it needs
+            return run(args) or 0
         check = _CHECKS.get(args.cmd)
         if check is not None:
             check(args)
@@ -587,5 +623,6 @@ def _internal(e):
                 "traceback)")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":             # run as netstor.cli, so that an offload's cli hook
+    from netstor.cli import main         # raises the same UsageError this main catches
     sys.exit(main())

@@ -71,6 +71,14 @@ class Offload:
       (``netstor.programs.default_pipeline()``, ``make rtl``, the whole-core tests). ``False``:
       an offload the gateware does not carry yet; its program joins a pipeline only when
       named (``default_pipeline(extra=(name,))``: the model, the test bed, the simulator).
+    * ``cli``: ``f(parser) -> run``, its own commands in the ``netstor`` CLI (``netstor
+      <name> ...``, :mod:`netstor.cli`): ``f`` adds the sub-commands and options to
+      ``parser`` (the ``argparse`` parser of ``netstor <name>``) and returns ``run(args) ->
+      exit status``, called with the parsed namespace (the global ``--device``, ``--schema``,
+      ``--json`` included; :func:`netstor.cli.open_device` opens the target). ``run`` raises
+      :class:`netstor.cli.UsageError` for a bad argument or input (exit status 2), other
+      errors as the built-in commands do (1). Resolved only when ``netstor <name>`` runs;
+      ``netstor --help`` lists the command with ``title``.
     """
     name: str
     title: str
@@ -89,6 +97,7 @@ class Offload:
     evaluation: str | None = None
     cocotb: tuple = ()
     bitstream: bool = True
+    cli: str | None = None
 
     def __post_init__(self):
         if not self.name.isidentifier():

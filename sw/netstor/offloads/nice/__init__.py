@@ -10,7 +10,8 @@ Protocol: ``docs/nice.md``.
   divisions, failed / handoff / rejoining members) -> table entries and copy lists, a pure
   function the metadata service reuses.
 * :mod:`.metadata` -- the metadata service's membership logic (heartbeats, failure
-  detection, handoff, two-phase rejoin, primary promotion), written as diffed table writes.
+  detection, handoff, two-phase rejoin, primary promotion), written as diffed table writes;
+  its view is ``netstor nice view CONFIG`` (the ``cli`` hook).
 * :mod:`.codec` / :mod:`.schemes` -- ``netstor-server``'s storage nodes (NICE-2PC on LMDB,
   handoff, catch-up, promotion, the NOOB baselines) and the clients: the history-recording
   ones and ``netstor-load --scheme nice``.
@@ -33,4 +34,5 @@ OFFLOAD = Offload(
     demo=f"{__name__}.demo:demo_step",
     evaluation=f"{__name__}.eval:EVALUATION",
     bitstream=False,
+    cli=f"{__name__}.metadata:cli",
 )

@@ -34,8 +34,10 @@ function returning seconds (tests pass a fake one; nothing here sleeps).
 Every change appends to :attr:`Metadata.events` (what the affected replicas must be told:
 ``("failed", node, reason)``, ``("promote", p, new, old)``, ``("handoff", p, member,
 handoff)``, ``("rejoin", node, {p: handoff})``, ``("rejoined", node)``, ...) and returns the
-ops it wrote. :meth:`Metadata.describe` is the text view (``python -m
-netstor.offloads.nice.metadata CONFIG.yaml`` prints it for a ``nice:`` section).
+ops it wrote. :meth:`Metadata.describe` is the text view, :meth:`Metadata.snapshot` the same
+as plain data; :func:`view` gives either for a configuration's ``nice:`` section: ``netstor nice
+view CONFIG.yaml`` (the offload's ``cli`` hook, :func:`cli`) and ``python -m
+netstor.offloads.nice.metadata CONFIG.yaml`` print it.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ import ipaddress
 from .config import (RingState, check_put_sets, diff, entries, model_apply, parse,
                      section_of)
 
-__all__ = ["Metadata", "DeviceSink", "ModelSink", "BEAT", "MISSED", "TIMEOUTS"]
+__all__ = ["Metadata", "DeviceSink", "ModelSink", "BEAT", "MISSED", "TIMEOUTS", "view", "cli"]
 
 BEAT = 1.0          #: heartbeat interval (s) the nodes use
 MISSED = 3          #: missed beats that declare a node failed
@@ -377,24 +379,96 @@ class Metadata:
                      + f"; writes so far {self.writes}")
         return "\n".join(lines)
 
+    def snapshot(self):
+        """:meth:`describe` as plain data: ``{"nodes": {id: {"ip", "role"}}, "partitions":
+        {p: {"primary", "members", "get", "put", "handoff", "pending", "divisions"}},
+        "entries": {table: count}, "copy_lists": n}`` (node ids as keys; divisions as
+        ``"a.b.c.d/len": node``)."""
+        st = self.state
+        ip = lambda a: str(ipaddress.IPv4Address(a))            # noqa: E731
+        counts = {}
+        for t, _ in self.plan.entries:
+            counts[t] = counts.get(t, 0) + 1
+        return {
+            "nodes": {n: {"ip": ip(st.nodes[n]["ip"]),
+                          "role": "down" if n in st.down else "joining" if n in st.joining
+                          else "live"} for n in sorted(st.nodes)},
+            "partitions": {p: {"primary": st.primary(p), "members": list(st.partitions[p]),
+                               "get": st.get_set(p), "put": st.put_set(p),
+                               "handoff": dict(sorted(st.handoff.get(p, {}).items())),
+                               "pending": sorted(st.pending.get(p, ())),
+                               "divisions": {f"{ip(a)}/{n}": node
+                                             for a, n, node in st.divisions_of(p)}}
+                           for p in sorted(st.partitions)},
+            "entries": dict(sorted(counts.items())),
+            "copy_lists": sum(1 for c in self.plan.mcast.values() if c)}
+
+
+def view(config, *, as_json=False, clock=None):
+    """The metadata view (:meth:`Metadata.describe`, or :meth:`Metadata.snapshot` as JSON
+    text) of the ``nice:`` section of ``config`` (a YAML/TOML/JSON path or a dict). A file
+    that cannot be read, has no ``nice:`` section or an invalid one raises
+    :class:`netstor.cli.UsageError` naming the file and the reason."""
+    import json
+    import time
+
+    from netstor.cli import UsageError
+    from netstor.config import ConfigError, load_config
+    try:
+        cfg = load_config(config)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    where = "the configuration" if isinstance(config, dict) else str(config)
+    if "nice" not in cfg:
+        raise UsageError(f"{where}: no nice: section")
+    try:
+        md = Metadata(cfg["nice"], clock=clock or time.monotonic)
+    except (ValueError, KeyError, TypeError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        raise UsageError(f"{where}: {msg}") from None
+    return json.dumps(md.snapshot(), indent=1) if as_json else md.describe()
+
+
+def cli(parser):
+    """NICE's ``cli`` hook (:class:`netstor.offload.Offload`): ``netstor nice view CONFIG``,
+    the metadata service's view of a configuration's ``nice:`` section (nodes and their
+    role, per partition primary, members, get ring, put set, handoffs, pending members,
+    divisions; ``netstor --json nice view`` as JSON)."""
+    sub = parser.add_subparsers(dest="nice_cmd", metavar="COMMAND", required=True)
+    p = sub.add_parser("view", help="the metadata view of a configuration's nice: section",
+                       description="The metadata service's view of the nice: section of "
+                       "CONFIG: per node its role (live, joining, down); per partition the "
+                       "primary, the members, the get ring, the put set (copy list), handoffs, "
+                       "pending members and the number of divisions; the entry counts. With "
+                       "netstor --json: as JSON, the divisions listed. A file that cannot be "
+                       "read or has no valid nice: section: exit status 2.")
+    p.add_argument("config", help="a netstor configuration (.yaml/.toml/.json) with a nice: "
+                                  "section")
+    return _run
+
+
+def _run(args):
+    print(view(args.config, as_json=args.json))
+    return 0
+
 
 def main(argv=None):
     """``python -m netstor.offloads.nice.metadata CONFIG.yaml``: the metadata view of the
-    config's ``nice:`` section."""
+    config's ``nice:`` section (the same as ``netstor nice view CONFIG.yaml``)."""
     import argparse
-    import time
+    import sys
 
-    import yaml
+    from netstor.cli import UsageError
     ap = argparse.ArgumentParser(prog="python -m netstor.offloads.nice.metadata",
                                  description=main.__doc__)
     ap.add_argument("config", help="a netstor configuration with a nice: section")
+    ap.add_argument("--json", action="store_true", help="as JSON")
     args = ap.parse_args(argv)
-    with open(args.config) as f:
-        cfg = yaml.safe_load(f) or {}
-    if "nice" not in cfg:
-        ap.error(f"{args.config} has no nice: section")
-    print(Metadata(cfg["nice"], clock=time.monotonic).describe())
-    return 0
+    try:
+        return _run(args)
+    except UsageError as e:
+        print(f"{ap.prog}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
