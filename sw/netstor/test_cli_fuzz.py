@@ -162,7 +162,7 @@ def _netstor_cases(f):
         (["apply", str(f / "out")], 1, "out"),
         # an offload's commands (its Offload.cli hook; docs/host-software.md)
         (["nice"], 2, "COMMAND"),
-        (["nice", "view"], 2, "config"),
+        (["nice", "view"], 2, "give CONFIG or --device"),
         (["nice", "view", str(f / "missing.yaml")], 2, "missing.yaml not found"),
         (["nice", "view", str(f / "full.yaml")], 2, "no nice: section"),
         (["nice", "view", str(f / "broken.yaml")], 2, "broken.yaml:2"),

@@ -46,7 +46,8 @@ import ipaddress
 from .config import (RingState, check_put_sets, diff, entries, model_apply, parse,
                      section_of)
 
-__all__ = ["Metadata", "DeviceSink", "ModelSink", "BEAT", "MISSED", "TIMEOUTS", "view", "cli"]
+__all__ = ["Metadata", "DeviceSink", "ModelSink", "BEAT", "MISSED", "TIMEOUTS", "view",
+           "device_view", "cli"]
 
 BEAT = 1.0          #: heartbeat interval (s) the nodes use
 MISSED = 3          #: missed beats that declare a node failed
@@ -429,6 +430,60 @@ def view(config, *, as_json=False, clock=None):
     return json.dumps(md.snapshot(), indent=1) if as_json else md.describe()
 
 
+def device_view(dev, *, as_json=False):
+    """What a device's NICE tables and copy lists hold, read back through the host API
+    (:class:`netstor.api.Device`): the mapped nodes (``nice.nodes``), per mapped partition
+    its primary and subgroups (``nice.unicast``), its put set (the copy list ``nice.multicast``
+    names) and its divisions (``nice.divisions``; their nodes are the get ring when clients are
+    configured). Membership roles are not on the switch: a down node is one that is not
+    mapped; an unavailable partition is not shown. ``ValueError`` for a device without
+    NICE's tables."""
+    import json
+    have = set(dev.table_names)
+    missing = [t for t in ("nice.nodes", "nice.unicast", "nice.multicast", "nice.divisions")
+               if t not in have]
+    if missing:
+        raise ValueError(f"device {getattr(dev, 'target', '')}: no NICE tables "
+                         f"({', '.join(missing)}; a pipeline with the nice program, "
+                         "default_pipeline(extra=('nice',)), and its schema)")
+    ip = lambda a: str(ipaddress.IPv4Address(a))            # noqa: E731
+    nodes = {e["key"][0]: ip(e["params"]["ip"]) for e in dev.table("nice.nodes").dump()}
+    parts = {}
+
+    def part(p):
+        return parts.setdefault(p, {"primary": None, "subgroups": 0, "group": None,
+                                    "put": [], "divisions": {}})
+    for e in dev.table("nice.unicast").dump():
+        v = part(e["params"]["part"])
+        v["primary"] = e["params"]["node"]
+        v["subgroups"] += 1
+    for e in dev.table("nice.multicast").dump():
+        part(e["params"]["part"])["group"] = e["params"]["mcast"]
+    for e in sorted(dev.table("nice.divisions").dump(), key=lambda e: e["prefix"]):
+        p, a = e["prefix"] >> 32, e["prefix"] & 0xFFFFFFFF
+        part(p)["divisions"][f"{ip(a)}/{e['prefix_len'] - 16}"] = e["params"]["node"]
+    for v in parts.values():
+        if v["group"] is not None:
+            v["put"] = [rid for _port, rid in dev.mcast_get(v["group"])]
+    snap = {"nodes": {n: {"ip": a} for n, a in sorted(nodes.items())},
+            "partitions": dict(sorted(parts.items()))}
+    if as_json:
+        return json.dumps(snap, indent=1)
+    lines = [f"NICE on {getattr(dev, 'target', 'the device')}: {len(nodes)} nodes mapped, "
+             f"{len(parts)} partitions mapped"]
+    for n, a in sorted(nodes.items()):
+        prim = [p for p, v in sorted(parts.items()) if v["primary"] == n]
+        put = [p for p, v in sorted(parts.items()) if n in v["put"]]
+        get = [p for p, v in sorted(parts.items()) if n in v["divisions"].values()]
+        lines.append(f"  node {n:5d} {a:15s} primary of {prim} put {put} divisions {get}")
+    for p, v in sorted(parts.items()):
+        ring = list(dict.fromkeys(v["divisions"].values()))
+        lines.append(f"  part {p:5d} primary {v['primary']} put {v['put']} "
+                     f"divisions {len(v['divisions'])} on {sorted(ring)} subgroups "
+                     f"{v['subgroups']} copy list {v['group']}")
+    return "\n".join(lines)
+
+
 def cli(parser):
     """NICE's ``cli`` hook (:class:`netstor.offload.Offload`): ``netstor nice view CONFIG``,
     the metadata service's view of a configuration's ``nice:`` section (nodes and their
@@ -441,14 +496,34 @@ def cli(parser):
                        "primary, the members, the get ring, the put set (copy list), handoffs, "
                        "pending members and the number of divisions; the entry counts. With "
                        "netstor --json: as JSON, the divisions listed. A file that cannot be "
-                       "read or has no valid nice: section: exit status 2.")
-    p.add_argument("config", help="a netstor configuration (.yaml/.toml/.json) with a nice: "
-                                  "section")
+                       "read or has no valid nice: section: exit status 2. With --device "
+                       "TARGET: what the switch's NICE tables and copy lists hold.")
+    p.add_argument("config", nargs="?", help="a netstor configuration (.yaml/.toml/.json) "
+                   "with a nice: section")
+    p.add_argument("--device", dest="view_device", metavar="TARGET",
+                   help="instead of CONFIG: what TARGET's NICE tables and copy lists hold "
+                   "(unix:PATH, pcie:BDF, ...; the global --schema names its schema)")
     return _run
 
 
 def _run(args):
-    print(view(args.config, as_json=args.json))
+    from netstor.cli import UsageError
+    target = getattr(args, "view_device", None)
+    if target is None:
+        if args.config is None:
+            raise UsageError("nice view: give CONFIG or --device TARGET")
+        print(view(args.config, as_json=args.json))
+        return 0
+    if args.config is not None:
+        raise UsageError("nice view: CONFIG or --device, not both")
+    import argparse
+
+    from netstor.cli import open_device
+    dev = open_device(argparse.Namespace(**{**vars(args), "device": target}))
+    try:
+        print(device_view(dev, as_json=args.json))
+    finally:
+        dev.close()
     return 0
 
 

@@ -1,7 +1,9 @@
 """``netstor nice view CONFIG`` (NICE's ``cli`` hook, run through ``netstor.cli.main``, the
 console script's entry) on a configuration with a failed node, handoffs, a joining node and a
 pending member: every row checked against the membership rules of ``docs/nice.md`` read off the
-file by hand; bad files exit 2 with one line naming the file."""
+file by hand; bad files exit 2 with one line naming the file. ``nice view --device`` on a
+model switch serving its control window: the tables read back match the config after
+``apply`` and the metadata service's state after it fails a node."""
 from __future__ import annotations
 
 import ast
@@ -126,11 +128,14 @@ def test_view_bad_input_exits_2(tmp_path, capsys, name, text, needle):
 
 
 def test_view_usage_errors(capsys):
-    for argv in (["nice"], ["nice", "view"], ["nice", "bogus"]):
-        with pytest.raises(SystemExit) as e:
+    for argv in (["nice"], ["nice", "bogus"], ["nice", "view", "a.yaml", "b.yaml"]):
+        with pytest.raises(SystemExit) as e:          # argparse's own
             cli.main(argv)
         assert e.value.code == 2
     capsys.readouterr()
+    assert cli.main(["nice", "view"]) == 2
+    assert capsys.readouterr().err == \
+        "netstor: error: nice view: give CONFIG or --device TARGET\n"
 
 
 def test_console_entry_in_a_process(config):
@@ -143,3 +148,89 @@ def test_console_entry_in_a_process(config):
                         str(config.with_name("none.yaml"))], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "none.yaml not found" in r.stderr and not r.stdout
+
+
+@pytest.fixture(scope="module")
+def nice_switch(tmp_path_factory):
+    """A golden model with the nice program serving its control window (as ``netstor
+    switch`` / ``serve-model`` do); yields (target, schema path, host-API device)."""
+    from netstor.api import Device
+    from netstor.build import build_core
+    from netstor.driver.remote import WindowServer
+    from netstor.driver.transports import ModelTransport
+    from netstor.model.dataplane import DataplaneModel
+    from netstor.programs import default_pipeline
+    d = tmp_path_factory.mktemp("nice_switch")
+    pl = default_pipeline(extra=("nice",))
+    schema = build_core(pl).schema
+    (d / "schema.json").write_text(json.dumps(schema))
+    model = DataplaneModel(pl, groups="list")
+    srv = WindowServer(ModelTransport(model, schema), str(d / "sw.sock")).start()
+    dev = Device.open(f"unix:{d / 'sw.sock'}", schema=schema)
+    try:
+        yield f"unix:{d / 'sw.sock'}", d / "schema.json", dev
+    finally:
+        dev.close()
+        srv.stop()
+
+
+def _device_rows(out):
+    return {int(m[1]): (int(m[2]), json.loads(m[3]), int(m[4]), json.loads(m[5]))
+            for m in re.finditer(r"^  part +(\d+) primary (\d+) put (\[[^]]*\]) divisions "
+                                 r"(\d+) on (\[[^]]*\]) subgroups", out, re.M)}
+
+
+SMALL = CONFIG.replace("  clients:", "  subgroup: 20\n  clients:")    # 16 subgroups
+
+
+def test_view_device_reads_the_switch(nice_switch, config, capsys):
+    """``netstor nice view --device unix:...`` reads the tables back: after ``apply`` it
+    shows the rows the config gives (PARTS)."""
+    target, schema, dev = nice_switch
+    argv = ["--schema", str(schema), "nice", "view", "--device", target]
+    config.write_text(SMALL)
+    dev.apply(str(config))
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "5 nodes mapped, 4 partitions mapped" in out
+    assert _device_rows(out) == {p: (prim, put, len(get), sorted(get))
+                                 for p, (prim, _, get, put, _, _) in PARTS.items()}
+    assert not re.search(r"^  node +2 ", out, re.M)                 # down: not mapped
+    assert cli.main(argv + [str(config)]) == 2                      # CONFIG and --device
+    assert "not both" in capsys.readouterr().err
+
+
+def test_view_device_after_a_failure(nice_switch, config, capsys):
+    """After the metadata service fails node 3 through the host API, ``--json nice view
+    --device`` shows what the service's new state gives (promotions, handoffs, 3 unmapped)."""
+    import time
+
+    import yaml
+
+    from netstor.offloads.nice.metadata import DeviceSink, Metadata
+    target, schema, dev = nice_switch
+    argv = ["--schema", str(schema), "nice", "view", "--device", target]
+    config.write_text(SMALL)
+    dev.apply(str(config))
+    md = Metadata(yaml.safe_load(SMALL)["nice"], clock=time.monotonic)   # what apply wrote
+    md.sink = DeviceSink(dev)                                             # from now on
+    md.fail(3, "admin")
+    st = md.state
+    assert cli.main(["--json"] + argv) == 0
+    snap = json.loads(capsys.readouterr().out)
+    assert sorted(int(n) for n in snap["nodes"]) == [0, 1, 4, 5]
+    rows = {int(p): (v["primary"], v["put"], sorted(set(v["divisions"].values())))
+            for p, v in snap["partitions"].items()}
+    assert rows == {p: (st.primary(p), st.put_set(p), sorted(st.get_set(p)))
+                    for p in st.partitions}
+    assert all(3 not in put and 3 not in ring for _, put, ring in rows.values())
+    assert rows[1][0] == 0 and rows[3][0] == 0                      # promoted
+
+
+def test_view_device_without_nice_tables(monkeypatch, capsys):
+    """The default bitstream's schema has no NICE tables: exit 1, one line saying so."""
+    monkeypatch.delenv("NETSTOR_SCHEMA", raising=False)
+    assert cli.main(["nice", "view", "--device", "model"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("netstor: error: device model: no NICE tables") and \
+        err.count("\n") == 1, err
