@@ -131,6 +131,9 @@ def load_config(source):
         raise ConfigError(f"the top level of a configuration must be a mapping, got "
                           f"{type(source).__name__}")
     path = Path(source)
+    if path.suffix not in (".toml", ".json", ".yaml", ".yml"):
+        raise ConfigError(f"{path}: unknown configuration format {path.suffix!r} "
+                          "(use .yaml, .yml, .toml or .json)")
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -142,11 +145,8 @@ def load_config(source):
             cfg = tomllib.loads(text)
         elif path.suffix == ".json":
             cfg = json.loads(text, object_pairs_hook=_unique_pairs)
-        elif path.suffix in (".yaml", ".yml"):
-            cfg = yaml.load(text, Loader=_UniqueKeyLoader)
         else:
-            raise ConfigError(f"{path}: unknown configuration format {path.suffix!r} "
-                              "(use .yaml, .yml, .toml or .json)")
+            cfg = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""

@@ -332,8 +332,9 @@ def test_config_file_errors(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "missing.yaml")
     (tmp_path / "x.ini").write_text("")
-    with pytest.raises(ConfigError, match="unknown configuration format"):
+    with pytest.raises(ConfigError, match="unknown configuration format") as e:
         load_config(tmp_path / "x.ini")
+    assert str(e.value).count("x.ini") == 1         # the path once, not prefixed twice
     (tmp_path / "bad.yaml").write_text("tables: [")
     with pytest.raises(ConfigError, match="bad.yaml"):
         load_config(tmp_path / "bad.yaml")
