@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "formal"
 
-__all__ = ["run_sby", "convert_harness", "BUILD"]
+__all__ = ["run_sby", "convert_harness", "delay", "BUILD"]
 
 
 def _tool(name):
@@ -92,3 +92,14 @@ def run_sby(name, verilog_or_rtlil_path, top, mode="prove", depth=20,
         raise AssertionError(f"formal job {name} ({mode}, depth {depth}) failed "
                              f"[{status or proc.returncode}]; log {job_dir}/sby.log:\n{tail}")
     return True
+
+
+def delay(m, value, n, name):
+    """``value`` through ``n`` registers in ``m``'s sync domain (``<name>_d1`` ...): a
+    harness's copy of what a pipeline saw ``n`` cycles ago."""
+    from amaranth.hdl import Signal
+    for k in range(n):
+        r = Signal(len(value), name=f"{name}_d{k + 1}")
+        m.d.sync += r.eq(value)
+        value = r
+    return value

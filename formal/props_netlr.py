@@ -88,6 +88,7 @@ from netstor.gateware.csr import CsrBuilder
 from netstor.gateware.stages import build_stage
 from netstor.lang.program import Pipeline
 from netstor.offloads.netlr.header import OP_WRITE, OP_WRITE_REPLY
+from common import delay as _delay
 from props_packet_buffer import _started
 
 __all__ = ["NetlrAckProps", "NetlrTailProps", "patched_make"]
@@ -95,14 +96,6 @@ __all__ = ["NetlrAckProps", "NetlrTailProps", "patched_make"]
 #: the members' rids by position (distinct in a group; the groups overlap at other positions)
 MEMBERS = ((1, 2, 3, 4, 5, 6, 7, 8), (8, 7, 6, 5, 4, 3, 2, 1))
 NGROUPS = 2                 # groups 0 and 1 hit in the harness's group table
-
-
-def _delay(m, value, n, name):
-    for k in range(n):
-        r = Signal(len(value), name=f"{name}_d{k + 1}")
-        m.d.sync += r.eq(value)
-        value = r
-    return value
 
 
 RIDS = 16                   # the members' rids are < RIDS (packets carry any 8-bit rid)

@@ -101,6 +101,7 @@ from amaranth.lib.wiring import In
 from netstor.gateware.csr import CsrBuilder
 from netstor.gateware.stages import build_element, build_stage
 from netstor.lang.program import Pipeline
+from common import delay as _delay
 from props_packet_buffer import _started
 
 __all__ = ["NiceGetProps", "NiceCopyProps", "patched_make", "patched_table_build",
@@ -108,14 +109,6 @@ __all__ = ["NiceGetProps", "NiceCopyProps", "patched_make", "patched_table_build
 
 #: make_nice's sizes here: the LPM tables are not elaborated (512: the hashed minimum)
 HARNESS_SIZES = dict(subgroups=512, divisions=512, nodes=8, ring_banks=2, division_banks=2)
-
-
-def _delay(m, value, n, name):
-    for k in range(n):
-        r = Signal(len(value), name=f"{name}_d{k + 1}")
-        m.d.sync += r.eq(value)
-        value = r
-    return value
 
 
 def _window(m, c, n, name):

@@ -77,6 +77,7 @@ from netstor.gateware.csr import CsrBuilder
 from netstor.gateware.stages import build_stage
 from netstor.lang import F, Old, Set
 from netstor.lang.program import Pipeline, Program
+from common import delay as _delay
 from props_packet_buffer import _started
 
 __all__ = ["TrustProps", "make_program"]
@@ -95,14 +96,6 @@ def make_program(n_ports=2, size=TRUST_SIZE):
                      write=(Old(4) == h["idx"][0:4]), when=h["op"][4]))
     p.add(Compute("fwd", [Set(F.meta.drop, 0)]))
     return Pipeline([p], n_ports=n_ports, guarded=True)
-
-
-def _delay(m, value, n, name):
-    for k in range(n):
-        r = Signal(len(value), name=f"{name}_d{k + 1}")
-        m.d.sync += r.eq(value)
-        value = r
-    return value
 
 
 class TrustProps(wiring.Component):
