@@ -40,6 +40,8 @@ def files(tmp_path_factory):
     (d / "netrsfloat.yaml").write_text("netrs:\n  marker: 2.7\n")
     (d / "broken.yaml").write_text("tables: [\n")
     (d / "conf.txt").write_text("x")
+    (d / "xi.yaml").write_text('xorinc:\n  clients:\n    a: {ops: [0, 3], '
+                               'requester: "127.0.0.1:9"}\n')
     (d / "out").mkdir()
     return d
 
@@ -166,6 +168,15 @@ def _netstor_cases(f):
         (["nice", "view", str(f / "missing.yaml")], 2, "missing.yaml not found"),
         (["nice", "view", str(f / "full.yaml")], 2, "no nice: section"),
         (["nice", "view", str(f / "broken.yaml")], 2, "broken.yaml:2"),
+        (["xorinc"], 2, "COMMAND"),
+        (["xorinc", "notify"], 2, "config"),
+        (["xorinc", "notify", str(f / "missing.yaml"), "--once"], 2, "missing.yaml not found"),
+        (["xorinc", "notify", str(f / "full.yaml"), "--once"], 2, "no xorinc: section"),
+        (["xorinc", "notify", str(f / "broken.yaml"), "--once"], 2, "broken.yaml:2"),
+        (["xorinc", "notify", str(f / "xi.yaml"), "--interval", "0"], 2, "'0'"),
+        (["xorinc", "notify", str(f / "xi.yaml"), "--once"], 2, "give --device TARGET"),
+        (["xorinc", "notify", str(f / "xi.yaml"), "--device", "model", "--once"], 1,
+         "no xi.engine.expired memory"),
     ]
 
 

@@ -10,7 +10,8 @@ payload element's semantics: ``docs/xorinc.md``.
   coefficient tables the controller computes, op-id ranges per client and their
   requesters).
 * :mod:`.notify` -- the controller's timeout notifier: polls the engine's per-op expired
-  counts (``xi.engine.expired``) and sends TIMEOUT to the op's requester.
+  counts (``xi.engine.expired``) and sends TIMEOUT to the op's requester; run by
+  ``netstor xorinc notify CONFIG --device TARGET`` (the ``cli`` hook).
 
 Not in the default bitstream (``bitstream=False``): the gateware engine is built and tested
 alone, its wiring into the frame path comes later. XORInc runs in the golden model, the test
@@ -31,4 +32,5 @@ OFFLOAD = Offload(
     demo=f"{__name__}.demo:demo_step",
     evaluation=f"{__name__}.eval:EVALUATION",
     bitstream=False,
+    cli=f"{__name__}.notify:cli",
 )

@@ -148,3 +148,170 @@ class TimeoutNotifier:
 def _ip_int(text):
     import ipaddress
     return int(ipaddress.IPv4Address(text))
+
+
+# ---- netstor xorinc notify (the cli hook) ------------------------------------------------------
+def cli(parser):
+    """XORInc's ``cli`` hook (:class:`netstor.offload.Offload`): ``netstor xorinc notify CONFIG
+    --device TARGET [--interval S] [--once] [--state FILE]``, the timeout notifier against a
+    device with the op -> requester mapping of CONFIG's ``xorinc:`` section."""
+    from netstor.cli import _positive_float
+    sub = parser.add_subparsers(dest="xorinc_cmd", metavar="COMMAND", required=True)
+    p = sub.add_parser(
+        "notify", help="send TIMEOUT to requesters of timed-out ops (xi.engine.expired)",
+        description="Poll TARGET's per-op expired counts (xi.engine.expired) and send one "
+        "XORInc TIMEOUT per op id whose count grew to the requester CONFIG's xorinc: clients "
+        "give it (UDP). One line per op id (netstor --json: JSON). Without --once: every "
+        "--interval seconds until SIGINT/SIGTERM (exit 0), counts present at start are the "
+        "baseline. With --once: one poll against the --state file's counts, or against zero "
+        "without one (every non-zero count is reported). A bad CONFIG: exit 2; a device "
+        "without xi.engine.expired: exit 1.")
+    p.add_argument("config", help="a netstor configuration (.yaml/.toml/.json) with a xorinc: "
+                   "section whose clients give requesters")
+    p.add_argument("--device", dest="notify_device", metavar="TARGET",
+                   help="the switch (unix:PATH, pcie:BDF, ...; default the global --device "
+                   "or NETSTOR_DEVICE; the global --schema names its schema)")
+    p.add_argument("--interval", type=_positive_float, default=1.0, metavar="S",
+                   help="seconds between polls (default 1)")
+    p.add_argument("--once", action="store_true", help="poll once, print what was sent, exit")
+    p.add_argument("--state", metavar="FILE", help="the last counts seen (JSON list): the "
+                   "baseline when it exists, rewritten after every poll")
+    return _run
+
+
+def _load_plan(path):
+    from netstor.cli import UsageError
+    from netstor.config import ConfigError, load_config
+
+    from .config import plan
+    try:
+        cfg = load_config(path)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    if "xorinc" not in cfg:
+        raise UsageError(f"{path}: no xorinc: section")
+    try:
+        p = plan(cfg["xorinc"])
+    except (ValueError, KeyError, TypeError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        raise UsageError(f"{path}: {msg}") from None
+    if not p.op_requesters():
+        raise UsageError(f"{path}: xorinc: no client gives a requester "
+                         "({ops: [lo, hi], requester: 'ip:port'}): no TIMEOUT could be sent")
+    return p
+
+
+def _read_state(path, n_ops):
+    import json
+    import os
+
+    from netstor.cli import UsageError
+    if path is None or not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            v = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--state {path}: {e}") from None
+    if (not isinstance(v, list) or len(v) != n_ops
+            or not all(isinstance(x, int) and 0 <= x < 2 ** 32 for x in v)):
+        raise UsageError(f"--state {path}: expected a list of {n_ops} 32-bit counts")
+    return v
+
+
+def _write_state(path, last):
+    import json
+    import os
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(list(last), f)
+    os.replace(tmp, path)
+
+
+def _report(rows, n, as_json):
+    import json
+    for op, new, to in rows:
+        count = n.last[op]
+        if as_json:
+            print(json.dumps({"op": op, "new": new, "count": count,
+                              "requester": None if to is None else f"{to[0]}:{to[1]}",
+                              "sent": to is not None}), flush=True)
+        elif to is None:
+            print(f"op {op}: {new} timeout(s), count {count}: no requester, not sent",
+                  flush=True)
+        else:
+            print(f"TIMEOUT op {op} -> {to[0]}:{to[1]}: {new} timeout(s), count {count}",
+                  flush=True)
+
+
+def _run(args):
+    import argparse
+    import json
+    import os
+    import signal
+
+    from netstor.cli import UsageError, open_device
+    p = _load_plan(args.config)
+    target = (getattr(args, "notify_device", None) or args.device
+              or os.environ.get("NETSTOR_DEVICE"))
+    if target is None:
+        raise UsageError("xorinc notify: give --device TARGET (the switch to poll)")
+    dev = open_device(argparse.Namespace(**{**vars(args), "device": target}))
+    try:
+        mem = {m["name"]: m for m in dev.schema["memories"]}.get(EXPIRED_MEMORY)
+        if mem is None:
+            raise RuntimeError(f"{target}: no {EXPIRED_MEMORY} memory (a device without "
+                               "XORInc's engine)")
+        n_ops = mem["depth"]
+        bad = sorted(op for op in p.op_requesters() if op >= n_ops)
+        if bad:
+            raise UsageError(f"{args.config}: op ids {bad[0]}..{bad[-1]} outside the "
+                             f"device's 0..{n_ops - 1}")
+        base = _read_state(args.state, n_ops)
+        with TimeoutNotifier.for_device(dev, p, n_ops=n_ops) as n:
+            if base is not None:
+                n.last = list(base)
+            elif args.once:
+                n.last = [0] * n_ops
+            if args.once:
+                rows = n.poll()
+                if args.state:
+                    _write_state(args.state, n.last)
+                if args.json:
+                    print(json.dumps([{"op": op, "new": new, "count": n.last[op],
+                                       "requester": None if to is None else f"{to[0]}:{to[1]}",
+                                       "sent": to is not None} for op, new, to in rows]))
+                else:
+                    _report(rows, n, False)
+                return 1 if n.send_errors else 0
+            if not args.json:
+                print(f"xorinc notify: polling {target} every {args.interval:g} s, "
+                      f"{len(n.requesters)} op id(s) with a requester", flush=True)
+            return _loop(n, args, signal)
+    finally:
+        dev.close()
+
+
+def _loop(n, args, signal):
+    stop = threading.Event()
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            old[s] = signal.signal(s, lambda *_: stop.set())
+    try:
+        while not stop.is_set():
+            try:
+                rows = n.poll()
+            except OSError as e:                # the device went away: exit 1, one line
+                raise RuntimeError(f"reading {EXPIRED_MEMORY}: {e}") from None
+            if args.state and rows:
+                _write_state(args.state, n.last)
+            _report(rows, n, args.json)
+            stop.wait(args.interval)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if not args.json:
+        print(f"xorinc notify: {n.sent} TIMEOUT(s) sent, {n.timeouts} timeout(s) seen, "
+              f"{n.unaddressed} without a requester, {n.send_errors} send error(s)", flush=True)
+    return 0
