@@ -34,7 +34,7 @@ FORCE:
 
 venv: $(EDITABLE)
 
-# RTL_EXTRA: offloads outside the default bitstream to build in too (e.g. RTL_EXTRA=xorinc,nice);
+# RTL_EXTRA: offloads registered outside the default bitstream (bitstream=False) to build in too;
 # the host schema (build/rtl/schema.json) follows. `make test` regenerates the default.
 RTL_EXTRA ?=
 rtl: $(EDITABLE)

@@ -289,7 +289,8 @@ def test_yaml_and_toml_configs_give_the_same_device(tmp_path, schema):
         assert m.process(frame("10.99.0.1"), 0) == []                  # default: drop
     assert states[0] == states[1]
     assert states[0][1] == {"parser.udp_port.prim": 0x5EEE, "parser.udp_port.nc": 7431,
-                            "parser.udp_port.rs": 7432, "parser.udp_port.nl": 7460}
+                            "parser.udp_port.rs": 7432, "parser.udp_port.nl": 7460,
+                            "parser.udp_port.xi": 7450, "parser.udp_port.nice": 7470}
 
 
 def test_config_is_declarative_and_validated_first(tmp_path, dev, model):

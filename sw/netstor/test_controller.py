@@ -94,7 +94,8 @@ def test_api_tables_registers_config(ctl):
     assert st == 200 and ctl.model.reg_read("parser.udp_port.prim") == 7001
     st, body = call(ctl.base, "GET", "/registers")
     assert body == {"parser.udp_port.prim": 7001, "parser.udp_port.nc": 7431,
-                    "parser.udp_port.rs": 7432, "parser.udp_port.nl": 7460}
+                    "parser.udp_port.rs": 7432, "parser.udp_port.nl": 7460,
+                    "parser.udp_port.xi": 7450, "parser.udp_port.nice": 7470}
     cfg = {"tables": {"l3.routes": {"entries": [{"prefix": "10.2.0.0/16", "action": "drop"}]}}}
     st, body = call(ctl.base, "POST", "/config?dry_run=1", cfg)
     assert st == 200 and call(ctl.base, "GET", "/tables/l3.routes")[1]["entries"][0][

@@ -1,4 +1,5 @@
-"""The bench of the offloads not in the default bitstream (netstor.bench.offload_elements),
+"""The bench of the offloads not in the default bitstream (netstor.bench.offload_elements; none
+of the built-in ones: a toy offload stands in),
 without Yosys: which elements it measures, the URAM arithmetic it compares with, the rows
 ``make bench`` prints."""
 from __future__ import annotations
@@ -19,23 +20,34 @@ def test_uram_arithmetic_matches_the_measured_64_bit_bank():
     assert oe.uram_no_cascade(4096, 72) == 1 and oe.uram_no_cascade(4097, 72) == 2
 
 
-def test_measures_what_each_non_bitstream_offload_adds():
-    names = oe.offload_names()
-    assert names == [o.name for o in offloads() if not o.bitstream] and names
-    base = {k for k, _e, _n in element_instances(default_pipeline())}
-    for name in names:
-        pl, els = oe.new_elements(name)
+def test_measures_what_each_non_bitstream_offload_adds(tmp_path, monkeypatch):
+    """Every built-in offload is in the bitstream (nothing to measure: ``bench`` writes an
+    empty result); a toy offload outside it: exactly its program's elements, ingress once and
+    egress once per output."""
+    from netstor.offloads.testing import NAME, PROGRAM, forget, outside_offload
+    assert oe.offload_names() == [] and all(o.bitstream for o in offloads())
+    assert oe.bench(tmp_path / "none") == {}
+    outside_offload(tmp_path, monkeypatch)
+    try:
+        names = oe.offload_names()
+        assert names == [NAME]
+        base = {k for k, _e, _n in element_instances(default_pipeline())}
+        pl, els = oe.new_elements(NAME)
         progs = {p.name for p in pl.programs} - {p.name for p in default_pipeline().programs}
-        assert len(progs) == 1
-        (prog,) = progs
+        assert progs == {PROGRAM}
         assert els and all(k not in base for k, _e, _n in els)
         # every element of the offload's program, ingress and egress, and nothing else
-        want = {f"element:{e.qualname}" for e in pl.elements if e.qualname.startswith(prog + ".")}
+        want = {f"element:{e.qualname}" for e in pl.elements
+                if e.qualname.startswith(PROGRAM + ".")}
         want |= {f"egress:{e.qualname}" for e in pl.egress_elements
-                 if e.qualname.startswith(prog + ".")}
-        assert {k for k, _e, _n in els} == want
+                 if e.qualname.startswith(PROGRAM + ".")}
+        assert {k for k, _e, _n in els} == want == {f"element:{PROGRAM}.route",
+                                                    f"egress:{PROGRAM}.copy"}
         for k, _e, n in els:
             assert n == (pl.n_outputs if k.startswith("egress:") else 1)
+    finally:
+        monkeypatch.undo()
+        forget()
 
 
 def test_zero_inits_dropped_and_rows():

@@ -55,25 +55,32 @@ def test_verilator_builds_start_memories_at_zero():
     assert '"--x-initial", "0"' in src
 
 
-def test_extra_offloads_join_the_core_and_its_schema(tmp_path, capsys):
-    """``python -m netstor.build rtl --extra xorinc``: XORInc's program is in the generated core
-    and its memories in the schema; the default build has neither; an unknown name is refused
-    with the registered ones listed."""
+def test_extra_offloads_join_the_core_and_its_schema(tmp_path, monkeypatch, capsys):
+    """``python -m netstor.build rtl --extra NAME``: the program of an offload outside the
+    bitstream (a toy one: every built-in offload is in it) is in the generated core and its
+    memories in the schema; the default build has neither; an unknown name is refused with the
+    registered ones listed."""
     import pytest
     from netstor.build import build_core, main
     from netstor.programs import default_pipeline
     from netstor.offloads import offloads
+    from netstor.offloads.testing import NAME, PROGRAM, forget, outside_offload
 
-    outside = [o.name for o in offloads() if not o.bitstream]
-    assert "xorinc" in outside
-    default = {p.name for p in default_pipeline().programs}
-    core = build_core(extra=("xorinc",))
-    assert {p.name for p in core.pipeline.programs} - default == {"xi"}
-    mems = {m["name"] for m in core.schema["memories"]}
-    assert "xi.engine.timeout" in mems
-    assert not any(m["name"].startswith("xi.") for m in build_core().schema["memories"])
-    with pytest.raises(ValueError):
-        build_core(default_pipeline(), extra=("xorinc",))
-    with pytest.raises(SystemExit):
-        main(["rtl", "--out", str(tmp_path / "bad"), "--extra", "nosuch"])
-    assert "nosuch" in capsys.readouterr().err
+    assert all(o.bitstream for o in offloads())
+    outside_offload(tmp_path, monkeypatch)
+    try:
+        assert [o.name for o in offloads() if not o.bitstream] == [NAME]
+        default = {p.name for p in default_pipeline().programs}
+        assert PROGRAM not in default
+        core = build_core(extra=(NAME,))
+        assert {p.name for p in core.pipeline.programs} - default == {PROGRAM}
+        mems = {m["name"] for m in core.schema["memories"]}
+        assert {f"{PROGRAM}.route", f"{PROGRAM}.copy"} <= mems
+        with pytest.raises(ValueError):
+            build_core(default_pipeline(), extra=(NAME,))
+        with pytest.raises(SystemExit):
+            main(["rtl", "--out", str(tmp_path / "bad"), "--extra", "nosuch"])
+        assert "nosuch" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        forget()

@@ -1,8 +1,8 @@
 """Built-in programs. ``default_pipeline()`` is what one bitstream carries: L3 routing, the
 primitives test program, then every registered offload's program (:mod:`netstor.offloads`),
-in registry order. An offload registered with ``bitstream=False`` (its gateware is not in the
-frame path yet) joins only when named in ``extra``: ``default_pipeline(extra=("xorinc",))``
-is the pipeline the golden model, the test bed and the simulator run it in."""
+in registry order. An offload registered with ``bitstream=False`` (a build option: every
+built-in offload is in the bitstream) joins only when named in ``extra``:
+``default_pipeline(extra=(name,))``, ``make rtl RTL_EXTRA=name``."""
 from netstor.lang import Pipeline
 from netstor.offloads import offloads
 

@@ -644,13 +644,12 @@ class Generic(Traffic):
 
 
 class XorInc(Traffic):
-    """XORInc, outside the default bitstream (its pipeline adds it, copy-list groups): the
-    PART contributions of a few repairs and the UPD_NEW/UPD_OLD pairs of updates, in random
+    """XORInc (copy-list groups): the PART contributions of a few repairs and the UPD_NEW/UPD_OLD pairs of updates, in random
     order with duplicates, random lengths and offsets (short, whole, too long), ops, codes
     and types; DELTA copies scaled in egress per copy."""
 
     def pipeline(self):
-        return default_pipeline(self.n_ports, extra=("xorinc",))
+        return default_pipeline(self.n_ports)
 
     def extra_setup(self):
         super().extra_setup()
@@ -1093,7 +1092,7 @@ def test_other_programs_copies_beside_egress_metadata():
     program's packet through the same egress path (a primitives packet: ``prim.copy_tag``
     runs in egress) must not read it: found when XORInc joined the default pipeline (an
     ``UnboundLocalError`` in the generated code). Both models agree on the copy."""
-    pair = Pair(default_pipeline(extra=("xorinc",)), groups="list")
+    pair = Pair(default_pipeline(), groups="list")
     t = Traffic(random.Random(5))
     t.setup(pair)
     c, s = t.clients[0], t.servers[0]

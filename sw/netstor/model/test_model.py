@@ -773,7 +773,8 @@ def test_control_plane_errors(m):
         m.process(udp_frame(), 4)
     assert m.counter_read("tm.drop") == 0 and "tm.mcast" in m.memory_names
     assert m.register_names == ["parser.udp_port.prim", "parser.udp_port.nc",
-                                "parser.udp_port.rs", "parser.udp_port.nl"]
+                                "parser.udp_port.rs", "parser.udp_port.nl",
+                                "parser.udp_port.xi", "parser.udp_port.nice"]
     m.process(udp_frame(), 0)
     assert m.counter_read("in0.pkts") == 1
     m.counter_clear("in0.pkts")

@@ -159,7 +159,7 @@ def test_programs_section_validation(schema, spec, msg):
 def test_programs_section_unknown_program(schema):
     model, dev = open_model(DataplaneModel, schema)
     with pytest.raises(ConfigError, match=r"programs.l3: program 'l3' has no trust guard; "
-                                          r"programs with one: \['nc', 'nl', 'prim', 'rs'\]"):
+                                          r"programs with one: \['nc', 'nl', 'prim', 'rs', 'xi'\]"):
         dev.apply({"programs": {"l3": {"trusted_ports": [0]}}})
 
 

@@ -21,8 +21,8 @@ BUILTIN = [
     "netstor.offloads.netclone",
     "netstor.offloads.netrs",
     "netstor.offloads.netlr",
-    "netstor.offloads.xorinc",          # bitstream=False: model, test bed, simulator only
-    "netstor.offloads.nice",            # bitstream=False: vrings, divisions, copy lists; no banks
+    "netstor.offloads.xorinc",
+    "netstor.offloads.nice",
 ]
 
 

@@ -37,7 +37,7 @@ section's (``programs: {nl: {trusted_ports: [...]}}``: the replicas' ports,
 :func:`plan` computes it (pure); :func:`apply_section` writes it through a
 :class:`netstor.api.Device` (``netstor apply``; ``dry_run``: validate only);
 :func:`model_writes` gives the memory writes for a golden model of
-``default_pipeline(extra=("netlr",))`` (the simulator, the test bed, tests).
+``default_pipeline()`` (the simulator, the test bed, tests).
 """
 from __future__ import annotations
 

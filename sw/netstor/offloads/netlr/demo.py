@@ -1,11 +1,9 @@
 """NetLR in the test bed: the model switch with NetLR's program, its membership changed at run
 time by the controller, and a linearizability run on a rack.
 
-NetLR is not in the default bitstream (``bitstream=False``), so the test bed's switch
-(``python -m netstor.testbed.switch``, the default pipeline) does not carry it.
 ``python -m netstor.offloads.netlr.demo switch --config FILE [--stats-json FILE]
 [--membership PATH] [--port0 p0 --port1 p1]`` runs the same model switch
-(:func:`netstor.testbed.switch.run_model_switch`) on ``default_pipeline(extra=("netlr",))``
+(:func:`netstor.testbed.switch.run_model_switch`) on ``default_pipeline()``
 with copy-list multicast groups: the configuration's routes and other sections as the switch
 applies them (:func:`netstor.compiler.config_ops`), its ``netlr:`` section as the controller
 computes it (:func:`.config.model_writes`, replies trusted from wire port 1, the servers'). With
@@ -64,7 +62,7 @@ REPLICA_PORT = 1
 
 
 def netlr_pipeline(n_ports=2):
-    return default_pipeline(n_ports, extra=("netlr",))
+    return default_pipeline(n_ports)
 
 
 def rack_section(rack, servers=None, *, down=(), joining=()):

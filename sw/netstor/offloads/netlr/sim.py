@@ -40,7 +40,7 @@ read; unanswered: pending) that :mod:`netstor.lincheck` checks.
   seqs, sends one copy per live replica of the key's group, aggregates the replicas' acks in its
   inconsistent-object list and answers the client at the last live ack; reads go to the
   object's latest consistent replica while it is listed, else round robin. The switch is either
-  the **data-plane model** (``switch="model"``: ``default_pipeline(extra=("netlr",))`` with
+  the **data-plane model** (``switch="model"``: ``default_pipeline()`` with
   copy-list groups, configured by :mod:`.config`) or the **reference** (``switch="ref"``,
   :class:`RefNetLR`: the rules of ``docs/netlr.md`` in plain Python around the default
   pipeline, which still routes everything else). The test suite runs both on the same traffic
@@ -821,11 +821,11 @@ _SCHEME_CLASSES = {"netlr": _NetLR, "cr": _CR, "hermes": _Hermes}
 # ---- the switch -----------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
 def netlr_pipeline(n_ports=2, slots=None):
-    """The pipeline the simulated NetLR switch runs: the default bitstream's programs plus
-    NetLR's (``default_pipeline(extra=("netlr",))``: NetLR is not in the bitstream yet);
+    """The pipeline the simulated NetLR switch runs: the default bitstream's programs
+    (``default_pipeline()``, NetLR's among them);
     ``slots``: the same with NetLR's program built with that many slots (the slot sweep)."""
     from netstor.programs import default_pipeline
-    base = default_pipeline(n_ports, extra=("netlr",))
+    base = default_pipeline(n_ports)
     if slots is None:
         return base
     from netstor.lang import Pipeline

@@ -27,7 +27,7 @@ RIDS = (1, 2, 3, 9)
 class NetLr(tc.Traffic):
     def pipeline(self):
         from netstor.programs import default_pipeline
-        return default_pipeline(self.n_ports, extra=("netlr",))
+        return default_pipeline(self.n_ports)
 
     def section(self, down=(), joining=()):
         s = self.rack.servers

@@ -130,7 +130,7 @@ def test_apply_section_through_a_fake_device():
 @pytest.fixture(scope="module")
 def schema():
     from netstor.build import build_core
-    return build_core(default_pipeline(extra=("netlr",))).schema
+    return build_core(default_pipeline()).schema
 
 
 def _frame(hdr):
@@ -142,7 +142,7 @@ def test_netstor_apply_on_a_model(schema):
     """The whole configuration path (``Device.apply``: the ``programs:`` trust and the
     ``netlr:`` section) on a model of the NetLR pipeline; a write then makes one copy per
     live replica, rewritten as configured; a dry run writes nothing."""
-    model = DataplaneModel(default_pipeline(extra=("netlr",)), groups="list")
+    model = DataplaneModel(default_pipeline(), groups="list")
     dev = Device.open("model", schema=schema, model=model)
     cfg = {"programs": {"nl": trust_spec(section())}, "netlr": section(down=[2])}
     dev.apply(cfg, dry_run=True)
@@ -164,7 +164,7 @@ def test_netstor_apply_on_a_model(schema):
 
 
 def test_model_writes_configure_a_model():
-    pl = default_pipeline(extra=("netlr",))
+    pl = default_pipeline()
     m = DataplaneModel(pl, groups="list")
     p, writes = model_writes(pl, section(), trusted_ports=[1])
     for mem, addr, word in writes:
@@ -215,7 +215,7 @@ def test_copy_lists_are_the_write_sets_random():
     rids in position order; and a WRITE to the group through the model leaves as exactly
     those copies, each addressed to its replica (IPv4 destination and UDP port of its rid,
     ``rid`` set), ``nrep`` = the live count (none at all when nothing is live)."""
-    pl = default_pipeline(extra=("netlr",))
+    pl = default_pipeline()
     checked = writes_sent = 0
     for seed in range(40):
         rng = random.Random(seed)

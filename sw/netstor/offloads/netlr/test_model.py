@@ -60,7 +60,7 @@ _PIPE = {}
 
 def pipeline():
     if "p" not in _PIPE:
-        _PIPE["p"] = default_pipeline(extra=("netlr",))
+        _PIPE["p"] = default_pipeline()
     return _PIPE["p"]
 
 

@@ -2,7 +2,7 @@
 replica group) in server namespaces, NetLR clients (``python -m netstor.offloads.netlr.schemes``)
 on two client hosts (two threads each, sharing UDP port 7460), the golden-model switch with
 NetLR's program between them (``python -m netstor.offloads.netlr.demo switch``:
-``default_pipeline(extra=("netlr",))``, copy-list groups), a third client host as the
+``default_pipeline()``, copy-list groups), a third client host as the
 controller's hand. Mid-run one replica is killed (SIGKILL), the controller takes it out of the
 group (the ``netlr:`` section again, ``down``), one more client writes keys the dead replica
 never sees, the replica is restarted on its stale database and rejoins (phase 1, catch-up

@@ -16,8 +16,11 @@ Protocol: ``docs/nice.md``.
   handoff, catch-up, promotion, the NOOB baselines) and the clients: the history-recording
   ones and ``netstor-load --scheme nice``.
 
-Not in the default bitstream (``bitstream=False``): NICE runs in the golden model, the test
-bed and the simulator: ``netstor.programs.default_pipeline(extra=("nice",))``.
+* :mod:`.cocotb_nice` -- the program on the whole core in Verilator (the ``cocotb`` hook:
+  ``sim/test_core.py``'s shared build of the default core).
+
+In the default bitstream: ``netstor.programs.default_pipeline()`` (``make rtl``, the
+whole-core tests, the golden model, the test bed and the simulator).
 """
 from netstor.offload import Offload
 
@@ -33,6 +36,6 @@ OFFLOAD = Offload(
     schemes=f"{__name__}.schemes:SCHEMES",
     demo=f"{__name__}.demo:demo_step",
     evaluation=f"{__name__}.eval:EVALUATION",
-    bitstream=False,
+    cocotb=((f"{__name__}.cocotb_nice", "test_nice"),),
     cli=f"{__name__}.metadata:cli",
 )

@@ -1,12 +1,7 @@
-"""NICE on a whole core built with it in Verilator against the golden model, with
-back-pressure on every output. Run by :mod:`.test_cocotb_nice` (its own Verilator build:
-NICE is not in the default bitstream, so the shared core build of ``sim/test_core.py`` does
-not carry it).
-
-The core is the whole data path with the programs :func:`pipeline` names: L3 routing and NICE
-with small tables (the structures are the default program's -- hashed LPMs for the rings and
-the divisions, 4-way exact tables for the nodes and the copies -- at the smallest sizes
-they allow: the logic does not depend on the depth, only the RAMs do)."""
+"""NICE on the whole core of the default bitstream in Verilator against the golden model, with
+back-pressure on every output. Run by ``sim/test_core.py`` on the shared core build (the
+offload's ``cocotb`` hook): NICE's tables at the default program's sizes (hashed LPMs for the
+rings and the divisions, 4-way exact tables for the nodes and the copies)."""
 from __future__ import annotations
 
 import os
@@ -15,31 +10,17 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from netstor.driver.tables import TableWriter
-from netstor.lang import Pipeline
-from netstor.model.dataplane import DataplaneModel
-from netstor.programs.l3 import make_l3
 from netstor.sim.core_env import CoreEnv, ip, pause_generator
 from netstor.sim.frames import udp_frame
 
 from .config import model_apply
 from .header import NICE_UDP_PORT, OP_GET, OP_GET_REPLY, OP_PUT, OP_TS, NiceHeader
 from .metadata import Metadata
-from .program import make_nice
 
 SEED = int(os.environ.get("NETSTOR_SEED", "1"))
 SMAC = 0x02000000FF01
 NODES = {1: "10.77.1.1", 2: "10.77.1.2", 3: "10.77.1.3", 4: "10.77.1.4"}
 CLIENTS = ("10.77.0.1", "10.77.0.130", "10.77.0.200", "10.77.3.9")
-
-
-def pipeline(n_ports=2):
-    """The programs of the core under test (as ``default_pipeline`` assembles them: L3
-    routes NICE's packets too, the same multicast groups)."""
-    nc = make_nice(n_ports, subgroups=512, divisions=512, nodes=64, ring_banks=4,
-                   division_banks=4)
-    return Pipeline([make_l3(n_ports, also=[nc]), nc], n_ports=n_ports, guarded=True,
-                    mcast_groups=4096)
 
 
 def section():
@@ -113,9 +94,6 @@ async def test_nice(dut):
     NICE packet enters on wire port 0 (the hardware sees them in the model's order); routed
     traffic loads port 1 meanwhile."""
     env = CoreEnv(dut, seed=SEED + 15)
-    env.pipeline = pipeline(env.P)
-    env.model = DataplaneModel(env.pipeline, groups=env.mcast_mode)
-    env.writer = TableWriter(env.pipeline)
     assert env.mcast_mode == "list"
     await env.reset()
     for q, sink in env.sink.items():

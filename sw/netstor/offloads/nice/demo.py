@@ -2,9 +2,8 @@
 by the metadata service (:mod:`.metadata`), the storage nodes told their view, and a
 failure run checked for linearizability.
 
-NICE is not in the default bitstream (``bitstream=False``): ``python -m
-netstor.offloads.nice.demo switch --config FILE [--membership PATH]`` runs the model switch
-(:func:`netstor.testbed.switch.run_model_switch`) on ``default_pipeline(extra=("nice",))``
+``python -m netstor.offloads.nice.demo switch --config FILE [--membership PATH]`` runs the model switch
+(:func:`netstor.testbed.switch.run_model_switch`) on ``default_pipeline()``
 with copy-list groups: the configuration's routes as the switch applies them, its ``nice:``
 section as :func:`.config.model_writes` computes it. ``--membership PATH``: a Unix socket
 where the controller sends a new ``nice:`` section (one JSON object per connection,
@@ -60,7 +59,7 @@ SERVER_PORT = 1           #: the servers' wire port
 
 
 def nice_pipeline(n_ports=2):
-    return default_pipeline(n_ports, extra=("nice",))
+    return default_pipeline(n_ports)
 
 
 def rack_section(rack, partitions, *, clients=None):

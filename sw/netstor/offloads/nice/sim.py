@@ -36,7 +36,7 @@ primary, as the paper's figure 2 draws them); replies go straight to the client 
   the R-1 secondaries (prepare), which log, store and vote; then commit to each, acks, reply).
 
 **Switch** (``switch=``): ``model`` -- NICE's program in the compiled data-plane model
-(``default_pipeline(extra=("nice",))``, copy-list groups), its tables written by the metadata
+(``default_pipeline()``, copy-list groups), its tables written by the metadata
 service (:class:`.metadata.Metadata` through a ``ModelSink``: :func:`.config.entries`, diffed);
 ``ref`` -- :class:`RefNice`, the vring rules of ``docs/nice.md`` in plain Python around the
 default pipeline (which routes everything else), following the same ring state. The tests run
@@ -917,7 +917,7 @@ class NiceRun:
         pipeline = mclass = None
         if self.switch_kind == "model":
             from netstor.programs import default_pipeline
-            pipeline = default_pipeline(2, extra=("nice",))
+            pipeline = default_pipeline(2)
             mclass = _list_model_class(model_class)
         elif self.switch_kind == "ref":
             mclass = _ref_class()

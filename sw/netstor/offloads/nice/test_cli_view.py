@@ -152,26 +152,11 @@ def test_console_entry_in_a_process(config):
 
 @pytest.fixture(scope="module")
 def nice_switch(tmp_path_factory):
-    """A golden model with the nice program serving its control window (as ``netstor
-    switch`` / ``serve-model`` do); yields (target, schema path, host-API device)."""
-    from netstor.api import Device
-    from netstor.build import build_core
-    from netstor.driver.remote import WindowServer
-    from netstor.driver.transports import ModelTransport
-    from netstor.model.dataplane import DataplaneModel
+    """The default bitstream's golden model (NICE included) serving its control window."""
+    from netstor.offloads.testing import served_model
     from netstor.programs import default_pipeline
-    d = tmp_path_factory.mktemp("nice_switch")
-    pl = default_pipeline(extra=("nice",))
-    schema = build_core(pl).schema
-    (d / "schema.json").write_text(json.dumps(schema))
-    model = DataplaneModel(pl, groups="list")
-    srv = WindowServer(ModelTransport(model, schema), str(d / "sw.sock")).start()
-    dev = Device.open(f"unix:{d / 'sw.sock'}", schema=schema)
-    try:
-        yield f"unix:{d / 'sw.sock'}", d / "schema.json", dev
-    finally:
-        dev.close()
-        srv.stop()
+    with served_model(tmp_path_factory.mktemp("nice_switch"), default_pipeline()) as sw:
+        yield sw.target, sw.schema, sw.dev
 
 
 def _device_rows(out):
@@ -227,10 +212,14 @@ def test_view_device_after_a_failure(nice_switch, config, capsys):
     assert rows[1][0] == 0 and rows[3][0] == 0                      # promoted
 
 
-def test_view_device_without_nice_tables(monkeypatch, capsys):
-    """The default bitstream's schema has no NICE tables: exit 1, one line saying so."""
-    monkeypatch.delenv("NETSTOR_SCHEMA", raising=False)
-    assert cli.main(["nice", "view", "--device", "model"]) == 1
+def test_view_device_without_nice_tables(tmp_path, capsys):
+    """A core built without NICE (``default_pipeline(exclude=("nice",))``): its schema has no
+    NICE tables: exit 1, one line saying so."""
+    from netstor.offloads.testing import served_model
+    from netstor.programs import default_pipeline
+    with served_model(tmp_path, default_pipeline(exclude=("nice",))) as sw:
+        target = sw.target
+        assert cli.main(["--schema", str(sw.schema), "nice", "view", "--device", target]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("netstor: error: device model: no NICE tables") and \
+    assert err.startswith(f"netstor: error: device {target}: no NICE tables") and \
         err.count("\n") == 1, err

@@ -29,7 +29,7 @@ class Nice(tc.Traffic):
 
     def pipeline(self):
         from netstor.programs import default_pipeline
-        return default_pipeline(self.n_ports, extra=("nice",))
+        return default_pipeline(self.n_ports)
 
     def section(self):
         s = self.rack.servers

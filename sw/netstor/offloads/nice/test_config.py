@@ -216,7 +216,7 @@ def test_netstor_apply_on_a_model():
     """The whole configuration path (``Device.apply`` with a ``nice:`` section) on a model
     of the NICE pipeline; a dry run writes nothing; a membership change re-applied."""
     from netstor.build import build_core
-    pl = default_pipeline(extra=("nice",))
+    pl = default_pipeline()
     schema = build_core(pl).schema
     model = DataplaneModel(pl, groups="list")
     dev = Device.open("model", schema=schema, model=model)
@@ -265,7 +265,7 @@ def test_tables_at_1024_nodes_r3_fit_and_route():
     multicast side, N copy lists, written into the pipeline the program builds (hashed LPMs
     and exact tables placed by the driver); packets then reach the right nodes; a failure
     rewrites only a handful of entries."""
-    pl = default_pipeline(extra=("nice",))
+    pl = default_pipeline()
     # structures that scale: hashed LPMs in BRAM banks and multi-way hashed exact tables
     from netstor.elements.table import FLOP_ENTRIES, LPM_HASH_MIN
     tabs = {t.qualname: t for t in pl.tables}

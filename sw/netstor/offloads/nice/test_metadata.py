@@ -52,7 +52,7 @@ _PIPE = {}
 
 def pipeline():
     if "p" not in _PIPE:
-        _PIPE["p"] = default_pipeline(extra=("nice",))
+        _PIPE["p"] = default_pipeline()
     return _PIPE["p"]
 
 

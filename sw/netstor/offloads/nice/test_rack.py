@@ -2,7 +2,7 @@
 nodes 0..3: partition 0 on nodes 0, 1, 2; node 3 the spare), NICE clients
 (``python -m netstor.offloads.nice.schemes``) on two client hosts, the golden-model switch
 with NICE's program between them (``python -m netstor.offloads.nice.demo switch``:
-``default_pipeline(extra=("nice",))``, vrings, divisions over the client hosts, copy-list
+``default_pipeline()``, vrings, divisions over the client hosts, copy-list
 groups), the metadata service (:class:`.demo.Controller`: :mod:`.metadata` on the wall clock)
 and its hand on a third client host. Mid-run node 1 (a secondary, serving client host
 ``c0``'s division) is killed (SIGKILL); the primary's aborted puts report it, two reports

@@ -13,9 +13,12 @@ payload element's semantics: ``docs/xorinc.md``.
   counts (``xi.engine.expired``) and sends TIMEOUT to the op's requester; run by
   ``netstor xorinc notify CONFIG --device TARGET`` (the ``cli`` hook).
 
-Not in the default bitstream (``bitstream=False``): the gateware engine is built and tested
-alone, its wiring into the frame path comes later. XORInc runs in the golden model, the test
-bed and the simulator: ``netstor.programs.default_pipeline(extra=("xorinc",))``.
+* :mod:`.cocotb_xorinc` -- NetRepair, NetUpdate and the engine's timeout on the whole core
+  in Verilator (the ``cocotb`` hook: ``sim/test_core.py``'s shared build of the default core).
+
+In the default bitstream: ``netstor.programs.default_pipeline()`` (``make rtl``, the
+whole-core tests, the golden model, the test bed and the simulator) carries the program with
+the payload engine in the frame path.
 """
 from netstor.offload import Offload
 
@@ -31,6 +34,9 @@ OFFLOAD = Offload(
     schemes=f"{__name__}.schemes:SCHEMES",
     demo=f"{__name__}.demo:demo_step",
     evaluation=f"{__name__}.eval:EVALUATION",
-    bitstream=False,
+    experiments=((f"{__name__}.bench_core", "xorinc_core.json"),),
+    cocotb=((f"{__name__}.cocotb_xorinc", "test_netrepair"),
+            (f"{__name__}.cocotb_xorinc", "test_netupdate"),
+            (f"{__name__}.cocotb_xorinc", "test_timeout")),
     cli=f"{__name__}.notify:cli",
 )

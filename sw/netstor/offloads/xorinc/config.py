@@ -38,7 +38,7 @@ data, ``k..n-1`` parity; generator :func:`netstor.model.gf.generator`, ISA-L's C
 
 :func:`plan` computes it (pure); :func:`apply_section` writes it through a
 :class:`netstor.api.Device` (the ``netstor apply`` path); :func:`model_writes` gives the
-memory writes for a golden model of ``default_pipeline(extra=("xorinc",))`` directly (the
+memory writes for a golden model of ``default_pipeline()`` directly (the
 simulator and tests, which need no schema).
 
 Requesters: a client given as ``{ops: [lo, hi], requester: "ip:port"}`` is told of its timed-out

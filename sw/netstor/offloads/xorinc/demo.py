@@ -1,10 +1,8 @@
 """XORInc in the test bed: the model switch with XORInc's program.
 
-XORInc is not in the default bitstream (``bitstream=False``), so the test bed's switch
-(``python -m netstor.testbed.switch``, the default pipeline) does not carry it.
 ``python -m netstor.offloads.xorinc.demo switch --config FILE [--stats-json FILE]
-[--port0 p0 --port1 p1]`` runs the same model switch on ``default_pipeline(extra=
-("xorinc",))`` with copy-list multicast groups: the configuration's
+[--port0 p0 --port1 p1]`` runs the test bed's model switch on ``default_pipeline()`` with
+copy-list multicast groups: the configuration's
 routes and other sections as the switch applies them (:func:`netstor.compiler.config_ops`),
 its ``xorinc:`` section as the controller computes it (:func:`.config.model_writes`:
 coefficients, copy lists, the engine's timeout). It prints the switch's ready line and, on
@@ -121,7 +119,7 @@ class TimeoutService:
 
 
 def xorinc_pipeline(n_ports=2):
-    return default_pipeline(n_ports, extra=("xorinc",))
+    return default_pipeline(n_ports)
 
 
 def switch_ops(config, pipeline):

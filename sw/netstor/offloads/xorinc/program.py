@@ -121,9 +121,8 @@ def make_xorinc(n_ports=2, *, n_ops=N_OPS, chunk_beats=CHUNK_BEATS, timeout=0):
 
 
 def core_test_pipeline(n_ports=2, mcast_groups=64):
-    """L3 routing and XORInc alone, 64 copy-list groups: the small core the RTL test of the
-    engine in the frame path builds (``sim/test_core_xorinc.py``; a short Verilator build).
-    The whole XORInc core is ``default_pipeline(extra=("xorinc",))``."""
+    """L3 routing and XORInc alone, 64 copy-list groups: a small pipeline for model-level
+    tests (the notifier's); the RTL runs XORInc in ``default_pipeline()``."""
     from netstor.lang import Pipeline
     from netstor.programs.l3 import make_l3
     xi = make_xorinc(n_ports)

@@ -312,10 +312,10 @@ class _Client:
 
 @functools.lru_cache(maxsize=2)
 def xorinc_pipeline(n_ports=2):
-    """The pipeline the simulated switch runs: the default bitstream's programs plus XORInc's
-    (``default_pipeline(extra=("xorinc",))``: XORInc is not in the bitstream yet)."""
+    """The pipeline the simulated switch runs: the default bitstream's programs
+    (``default_pipeline()``, XORInc's among them)."""
     from netstor.programs import default_pipeline
-    return default_pipeline(n_ports, extra=("xorinc",))
+    return default_pipeline(n_ports)
 
 
 @functools.lru_cache(maxsize=4)

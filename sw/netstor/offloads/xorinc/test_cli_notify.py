@@ -29,32 +29,18 @@ LOOP = "127.0.0.1"
 def xi_switch(tmp_path_factory):
     """(target, schema path, host-API device, n_ops, data-plane write) of a served model with
     XORInc."""
-    from netstor.api import Device
-    from netstor.build import build_core
-    from netstor.driver.remote import WindowServer
-    from netstor.driver.transports import ModelTransport
-    from netstor.model.dataplane import DataplaneModel
+    from netstor.offloads.testing import served_model
     from netstor.programs import default_pipeline
-    d = tmp_path_factory.mktemp("xi_switch")
-    pl = default_pipeline(extra=("xorinc",))
-    schema = build_core(pl).schema
-    (d / "schema.json").write_text(json.dumps(schema))
-    model = DataplaneModel(pl, groups="list")
-    srv = WindowServer(ModelTransport(model, schema), str(d / "sw.sock")).start()
-    target = f"unix:{d / 'sw.sock'}"
-    dev = Device.open(target, schema=schema)
-    depth = {m["name"]: m for m in schema["memories"]}[EXPIRED_MEMORY]["depth"]
+    with served_model(tmp_path_factory.mktemp("xi_switch"), default_pipeline()) as sw:
+        schema = json.loads(sw.schema.read_text())
+        depth = {m["name"]: m for m in schema["memories"]}[EXPIRED_MEMORY]["depth"]
 
-    def dataplane_set(words):            # as the engine counts: the owner's side, its lock
-        with srv.lock:
-            for op, v in words.items():
-                model.memory(EXPIRED_MEMORY).words[op] = v
+        def dataplane_set(words):            # as the engine counts: the owner's side, its lock
+            with sw.server.lock:
+                for op, v in words.items():
+                    sw.model.memory(EXPIRED_MEMORY).words[op] = v
 
-    try:
-        yield target, d / "schema.json", dev, depth, dataplane_set
-    finally:
-        dev.close()
-        srv.stop()
+        yield sw.target, sw.schema, sw.dev, depth, dataplane_set
 
 
 @pytest.fixture
@@ -219,8 +205,13 @@ def test_bad_arguments_and_devices(xi_switch, rx, tmp_path, capsys, monkeypatch)
                      target, "--once"])
     assert code == 2, capsys.readouterr()
     capsys.readouterr()
-    # a device without XORInc's engine (the default bitstream's model): 1
-    assert cli.main(["xorinc", "notify", str(conf), "--device", "model", "--once"]) == 1
+    # a device without XORInc's engine (a core built without it): 1
+    from netstor.offloads.testing import served_model
+    from netstor.programs import default_pipeline
+    (tmp_path / "noxi").mkdir()
+    with served_model(tmp_path / "noxi", default_pipeline(exclude=("xorinc",))) as sw:
+        assert cli.main(["--schema", str(sw.schema), "xorinc", "notify", str(conf), "--device",
+                         sw.target, "--once"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"no {EXPIRED_MEMORY} memory" in err, err
     # no switch listening: 1

@@ -131,7 +131,7 @@ def test_apply_section_through_a_device():
 
 
 def test_model_writes_configure_a_model():
-    pl = default_pipeline(extra=("xorinc",))
+    pl = default_pipeline()
     m = DataplaneModel(pl, groups="list")
     p, writes = model_writes(pl, section(4, 2))
     for mem, addr, word in writes:

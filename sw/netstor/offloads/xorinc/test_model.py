@@ -65,7 +65,7 @@ _PIPE = {}
 
 def pipeline():
     if "p" not in _PIPE:
-        _PIPE["p"] = default_pipeline(extra=("xorinc",))
+        _PIPE["p"] = default_pipeline()
     return _PIPE["p"]
 
 
@@ -397,13 +397,15 @@ def test_engine_element_equals_gf_engine():
             assert out[DATA_OFFSET:] == ref.data
 
 
-def test_not_in_the_default_bitstream():
-    """bitstream=False: the default pipeline (make rtl, the whole-core tests) has no xi
-    program and no payload element; the extra pipeline has both; an unknown name is refused."""
+def test_in_the_default_bitstream():
+    """The default pipeline (make rtl, the whole-core tests) carries the xi program with its
+    payload elements (GFAccumulate in ingress, GFScale in egress) and is the pipeline these
+    tests run; an unknown offload name is refused."""
+    from netstor.elements.gf import GFAccumulate, GFScale
     base = default_pipeline()
-    assert "xi" not in [p.name for p in base.programs]
-    assert not any(e.rewrites_payload for e in base.elements + base.egress_elements)
-    names = [p.name for p in pipeline().programs]
-    assert names == [p.name for p in base.programs] + ["xi"]
+    assert "xi" in [p.name for p in base.programs]
+    assert [type(e) for e in base.elements if e.rewrites_payload] == [GFAccumulate]
+    assert {type(e) for e in base.egress_elements if e.rewrites_payload} == {GFScale}
+    assert [p.name for p in pipeline().programs] == [p.name for p in base.programs]
     with pytest.raises(KeyError, match="nope"):
         default_pipeline(extra=("nope",))

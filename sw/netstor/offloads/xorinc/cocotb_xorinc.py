@@ -1,5 +1,6 @@
-"""cocotb: the whole core built with XORInc's program (the GF engine in the frame path), on
-``core_test_pipeline`` (L3 + XORInc: a short build), against the golden model and ``galois``.
+"""cocotb: XORInc on the whole core of the default bitstream (the GF engine in the frame path)
+in Verilator, against the golden model and ``galois``; run by ``sim/test_core.py`` on the shared
+core build (the offload's ``cocotb`` hook).
 
 Every XORInc frame enters on one input (wire RX 1) so the engine sees the contributions in
 the order the model does (the completing packet is the last one in); plain L3 traffic on wire
@@ -17,14 +18,13 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles
 
-from netstor.driver.tables import TableWriter
-from netstor.model.dataplane import DataplaneModel, ipv4_header_checksum
+from netstor.model.dataplane import ipv4_header_checksum
 from netstor.offloads.xorinc.config import helpers, model_writes
 from netstor.offloads.xorinc.header import (BEAT, HEADER, MAX_DATA, T_DELTA, T_PART,
                                             T_REPAIRED, T_UPD_NEW, T_UPD_OLD, XiHeader)
 from netstor.offloads.xorinc.test_model import (CLIENT, NODE_BASE, SW_MAC, frame, parse_out,
                                                 ref_parity, ref_repair, section)
-from netstor.offloads.xorinc.program import N_OPS, core_test_pipeline
+from netstor.offloads.xorinc.program import N_OPS
 from netstor.sim.core_env import CoreEnv, pause_generator
 from netstor.sim.frames import udp_frame
 
@@ -34,13 +34,7 @@ K, R = 4, 2
 
 
 class XiEnv(CoreEnv):
-    """The core env on the XORInc pipeline (its model and table writer)."""
-
-    def __init__(self, dut, **kw):
-        super().__init__(dut, **kw)
-        self.pipeline = core_test_pipeline(self.P)
-        self.model = DataplaneModel(self.pipeline, groups=self.mcast_mode)
-        self.writer = TableWriter(self.pipeline)
+    """The core env with XORInc's stripe, routes and coefficients."""
 
     async def setup(self, k=K, r=R, timeout=0):
         w = self.writer
