@@ -160,11 +160,14 @@ def run_load(target, mode="closed", rate=None, concurrency=1, duration=None, req
                          "uniform keys over a larger space)")
     if not 0.0 <= write_ratio <= 1.0:
         raise ValueError(f"write ratio must be in [0, 1], got {write_ratio!r}")
-    if not 0 <= value_size <= MAX_VALUE:
-        raise ValueError(f"value size must be in [0, {MAX_VALUE}], got {value_size!r}")
     schemes = all_schemes()
     if scheme not in schemes:
         raise ValueError(f"scheme must be one of {', '.join(schemes)}, got {scheme!r}")
+    top = schemes[scheme].max_value
+    if not 0 <= value_size <= top:
+        raise ValueError(f"value size must be in [0, {top}]"
+                         + ("" if top == MAX_VALUE else f" with scheme {scheme}")
+                         + f", got {value_size!r}")
     known = {o for cls in schemes.values() for o in cls.options}
     unknown = set(scheme_options) - known
     if unknown:
@@ -459,7 +462,8 @@ def build_parser():
     p.add_argument("--write-ratio", type=_number, default=0.0, metavar="W",
                    help="fraction of PUTs (default 0)")
     p.add_argument("--value-size", type=int, default=64, metavar="B",
-                   help="PUT value size in bytes (default 64)")
+                   help=f"PUT value size in bytes (default 64; at most {MAX_VALUE}, or "
+                        "the scheme's own limit for a scheme that fragments its objects)")
     p.add_argument("--preload", action="store_true", help="PUT every key on every target first")
     p.add_argument("--timeout", type=_number, default=1.0, metavar="S",
                    help="per-request timeout (default 1.0 s)")

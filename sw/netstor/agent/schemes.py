@@ -7,7 +7,7 @@ registered offload adds its own (its ``schemes`` hook: ``{name: Scheme subclass}
 """
 from __future__ import annotations
 
-from netstor.proto import STORAGE_UDP_PORT
+from netstor.proto import MAX_VALUE, STORAGE_UDP_PORT
 
 __all__ = ["Scheme", "Direct", "PICKS", "all_schemes"]
 
@@ -18,14 +18,16 @@ class Scheme:
     """A scheme. Subclasses set ``name``; ``codec`` (the offload's codec: the engine unwraps
     its reply headers into ``Completion.head``), ``port`` (targets' default port),
     ``bind_port`` (the engine's local port; the offload may recognise replies by it),
-    ``preload`` (whether ``--preload`` makes sense), and implement :meth:`send`; ``options``
-    are the keyword arguments of :func:`run_load` (and CLI flags, :meth:`add_arguments`) the
-    scheme takes."""
+    ``preload`` (whether ``--preload`` makes sense), ``max_value`` (the largest
+    ``--value-size``: a storage request's value unless the scheme carries larger objects
+    itself), and implement :meth:`send`; ``options`` are the keyword arguments of
+    :func:`run_load` (and CLI flags, :meth:`add_arguments`) the scheme takes."""
     name = ""
     help = ""
     codec = None
     port = STORAGE_UDP_PORT
     preload = True
+    max_value = MAX_VALUE
     #: ``{option: default}`` taken from run_load's keyword arguments
     options = {}
 

@@ -911,10 +911,12 @@ class NiceCodec(ServerCodec):
                 if not st.ts and now - st.since > ACK_TIMEOUT:
                     missing = members - st.acks
                     self._count("ni_aborts")
+                    # reported before the client hears the ABORT: whoever acts on the ABORT
+                    # (a retry, a test reading ``reports``) finds the silent members reported
+                    self._report(missing)
                     self._send(pack(head(OP_ABORT, cid=st.client, req=st.req,
                                          part=st.part), st.key),
                                (ip_text(st.client >> 16), st.port))
-                    self._report(missing)
                     self.coord.pop((st.key, st.client, st.req), None)
                 elif st.ts and now - st.ts_sent > TS_RESEND:
                     missing = members - st.ts_acks

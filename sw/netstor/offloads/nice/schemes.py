@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import heapq
 import json
 import queue
 import random
@@ -52,14 +53,14 @@ from netstor.proto import MAX_VALUE, Header, Op, Status
 
 from .codec import (F_2PC, F_PB, T_NB_GET, T_NB_PUT, Route, frags_of, head,
                     ip_text, pack, unpack)
-from .header import (F_RESEND, F_RETRY, MULTICAST, NICE_LEN, NICE_UDP_PORT, OP_ABORT,
-                     OP_ERROR, OP_GET, OP_GET_REPLY, OP_NACK, OP_PUT, OP_PUT_REPLY, UNICAST,
-                     NiceHeader, Ring, default_partition, key_bytes, n_frags, subgroup,
-                     vnode)
+from .header import (F_RESEND, F_RETRY, MAX_OBJECT, MULTICAST, NICE_LEN, NICE_UDP_PORT,
+                     OP_ABORT, OP_ERROR, OP_GET, OP_GET_REPLY, OP_NACK, OP_PUT, OP_PUT_REPLY,
+                     UNICAST, NiceHeader, Ring, default_partition, key_bytes, n_frags,
+                     subgroup, vnode)
 
 __all__ = ["NiceTimeout", "Endpoint", "Vring", "Direct", "Placement", "NiceClient",
            "NoobClient", "run_workload", "final_read", "main", "SCHEMES", "MODES", "NiceLoad",
-           "load_key"]
+           "load_key", "put_msgs", "nack_list", "try_flags", "GetReply"]
 
 RESOLVE = ("0.0.0.0", 0)         # route hop: resolved by the previous node (replica-aware)
 RANDOM_NODE = ("0.0.0.0", 1)     # route hop: a random node (replica-oblivious gateway)
@@ -68,6 +69,66 @@ MODES = [f"noob-{a}-{c}" for a in ("rog", "rag", "rac") for c in ("pb", "2pc")]
 
 class NiceTimeout(Exception):
     """Every try of an operation failed."""
+
+
+# ---- NICE's client rules: the history clients and netstor-load's translator both use these --
+def try_flags(attempt) -> int:
+    """The flags of an operation's try: :data:`.header.F_RETRY` on every try after the first
+    (after a time-out, an ``ABORT`` or an ``ERROR``). A put's tries keep its ``req`` (the
+    agents answer a try of a committed put at once, never applying it twice); a get's take a
+    new one (idempotent; a new id keeps two answers' fragments apart)."""
+    return F_RETRY if attempt else 0
+
+
+def put_msgs(head, key, value, req, flags=0, only=None, frags=None):
+    """``[(index, payload)]``: a NICE put's ``PUT`` fragments (at most
+    :data:`.header.FRAG_DATA` data bytes each, ``nfrag`` and ``size`` the object's) with
+    ``req`` and ``flags`` (:func:`try_flags`; :data:`.header.F_RESEND` for a NACK's repair);
+    ``head(op, req, **fields)`` makes the NICE header (the client's address in it);
+    ``only``: just these indexes (a NACK's list: those past the object are skipped);
+    ``frags``: the value's :func:`.codec.frags_of`, when the caller keeps them."""
+    parts = frags if frags is not None else frags_of(value)
+    n = len(parts)
+    return [(i, pack(head(OP_PUT, req, flags=flags, frag=i, nfrag=n, size=len(value)), key,
+                     parts[i]))
+            for i in (range(n) if only is None else only) if 0 <= i < n]
+
+
+def nack_list(rest):
+    """The fragment indexes a ``NACK`` lists (``u16`` each)."""
+    return [struct.unpack_from("!H", rest, i)[0] for i in range(0, len(rest) - 1, 2)]
+
+
+class GetReply:
+    """One get try's ``GET_REPLY`` fragments (matched by its ``req``): the first fragment's
+    ``ts``, ``nfrag`` and ``size`` name the answer, fragments of another answer are dropped.
+    :meth:`add` returns None while fragments are missing, then ``(header, value)``: value
+    None for ``ts`` 0 (the key holds nothing), else the reassembled object (up to
+    :data:`.header.MAX_OBJECT`); ``ValueError`` for an answer whose fragments do not make
+    its ``size`` (the try failed: retried)."""
+    __slots__ = ("first", "got")
+
+    def __init__(self):
+        self.first, self.got = None, {}
+
+    def add(self, h, rest):
+        if self.first is None:
+            if h.size > MAX_OBJECT or h.nfrag != n_frags(h.size):
+                raise ValueError(f"GET_REPLY of {h.size} bytes in {h.nfrag} fragments")
+            self.first = h
+        first = self.first
+        if h.ts != first.ts or h.nfrag != first.nfrag or h.size != first.size or \
+                not 0 <= h.frag < first.nfrag:
+            return None
+        self.got[h.frag] = bytes(rest)
+        if len(self.got) < first.nfrag:
+            return None
+        if not first.ts:
+            return first, None
+        value = b"".join(self.got[i] for i in range(first.nfrag))
+        if len(value) != first.size:
+            raise ValueError(f"GET_REPLY fragments of {len(value)} bytes, size {first.size}")
+        return first, value
 
 
 class Endpoint:
@@ -249,8 +310,7 @@ class _Client:
                 if attempt:
                     self.stats["retries"] += 1
                     retried = True
-                for payload, to in self._put_frags(key, value, req,
-                                                   F_RETRY if attempt else 0):
+                for payload, to in self._put_frags(key, value, req, try_flags(attempt)):
                     self.ep.sendto(payload, to)
                 end = time.monotonic() + self.timeout
                 while True:
@@ -279,9 +339,6 @@ class _Client:
             self.ep.unregister(req)
         raise NiceTimeout(f"{self.scheme}: put of {key!r}: no answer after {self.tries} tries")
 
-    def _missing(self, rest):
-        return [struct.unpack_from("!H", rest, i)[0] for i in range(0, len(rest) - 1, 2)]
-
     # ---- get -------------------------------------------------------------------------------
     def _get_msg(self, key, req, flags):
         raise NotImplementedError
@@ -295,9 +352,9 @@ class _Client:
                 self.stats["tries"] += 1
                 if attempt:
                     self.stats["retries"] += 1
-                payload, to = self._get_msg(key, req, F_RETRY if attempt else 0)
+                payload, to = self._get_msg(key, req, try_flags(attempt))
                 self.ep.sendto(payload, to)
-                got, n, first = {}, None, None
+                reply = GetReply()
                 end = time.monotonic() + self.timeout
                 while True:
                     left = end - time.monotonic()
@@ -309,19 +366,15 @@ class _Client:
                         break
                     if h.op != OP_GET_REPLY:
                         continue
-                    if first is None:
-                        first, n = h, h.nfrag
+                    try:
+                        first = reply.first
+                        got = reply.add(h, rest)
+                    except ValueError:
+                        break
+                    if first is None and reply.first is not None:
                         self.last_src = src
-                    if h.ts != first.ts:
-                        continue
-                    got[h.frag] = rest
-                    if len(got) == n:
-                        if not first.ts:
-                            return None, first
-                        value = b"".join(got[i] for i in range(n))
-                        if len(value) != first.size:
-                            break
-                        return value, first
+                    if got is not None:
+                        return got[1], got[0]
                 self.stats["timeouts"] += 1
             finally:
                 self.ep.unregister(req)
@@ -382,22 +435,14 @@ class NiceClient(_Client):
 
     def _put_frags(self, key, value, req, flags):
         parts = frags_of(value)
-        out = []
-        for to in self.fabric.put_targets(key):
-            for i, chunk in enumerate(parts):
-                out.append((pack(self._head(OP_PUT, req, flags=flags, frag=i,
-                                            nfrag=len(parts), size=len(value)), key, chunk),
-                            to))
-        return out
+        return [(payload, to) for to in self.fabric.put_targets(key)
+                for _, payload in put_msgs(self._head, key, value, req, flags, frags=parts)]
 
     def _resend(self, key, value, req, h, rest, src):
-        parts = frags_of(value)
-        for i in self._missing(rest):
-            if i < len(parts):
-                self.stats["resent"] += 1
-                self.ep.sendto(pack(self._head(OP_PUT, req, flags=F_RESEND, frag=i,
-                                               nfrag=len(parts), size=len(value)), key,
-                                    parts[i]), src)
+        for _, payload in put_msgs(self._head, key, value, req, F_RESEND,
+                                   only=nack_list(rest)):
+            self.stats["resent"] += 1
+            self.ep.sendto(payload, src)
 
     def _get_msg(self, key, req, flags):
         return (pack(self._head(OP_GET, req, flags=flags), key),
@@ -440,17 +485,20 @@ class NoobClient(_Client):
 
     def _resend(self, key, value, req, h, rest, src):
         parts = frags_of(value)
-        for i in self._missing(rest):
+        missing = nack_list(rest)
+        if not h.flags & F_PB:          # a 2PC member's reassembly: plain PUT fragments
+            for _, payload in put_msgs(self._head, key, value, req, F_RESEND, only=missing,
+                                       frags=parts):
+                self.stats["resent"] += 1
+                self.ep.sendto(payload, src)
+            return
+        for i in missing:               # the primary's reassembly: one-hop NB_PUTs
             if i >= len(parts):
                 continue
             self.stats["resent"] += 1
-            if h.flags & F_PB:          # the primary's reassembly: a one-hop NB_PUT
-                payload = pack(self._head(T_NB_PUT, req, flags=F_RESEND | self.flags,
-                                          frag=i, nfrag=len(parts), size=len(value)), key,
-                               Route([src]).pack() + parts[i])
-            else:                       # a 2PC member's: a plain PUT fragment
-                payload = pack(self._head(OP_PUT, req, flags=F_RESEND, frag=i,
-                                          nfrag=len(parts), size=len(value)), key, parts[i])
+            payload = pack(self._head(T_NB_PUT, req, flags=F_RESEND | self.flags,
+                                      frag=i, nfrag=len(parts), size=len(value)), key,
+                           Route([src]).pack() + parts[i])
             self.ep.sendto(payload, src)
 
     def _get_msg(self, key, req, flags):
@@ -536,30 +584,39 @@ _COUNTER = (1 << 24) - 1        # the low 24 bits: the run's request counter
 
 
 class _Pending:
-    __slots__ = ("sid", "op", "key", "key16", "value", "slot", "frags", "got", "ts", "size",
-                 "born")
+    __slots__ = ("sid", "op", "key", "key16", "value", "slot", "frags", "reply", "born",
+                 "req", "attempt", "due")
 
     def __init__(self, sid, op, key, key16, value, slot, born):
         self.sid, self.op, self.key, self.key16, self.value = sid, op, key, key16, value
         self.slot, self.born = slot, born
         self.frags = frags_of(value) if op == Op.PUT else None
-        self.got, self.ts, self.size = {}, None, 0
+        self.reply = None               # a get try's GetReply
+        self.req, self.attempt, self.due = 0, 0, None
 
 
 class _NiceSocket:
     """The load engine's socket, speaking NICE: a storage request the engine sends (GET or
     PUT of a 64-bit key) goes out as NICE messages, and NICE answers come back as storage
     replies behind the NICE header (which :class:`_NiceReplies` unwraps into
-    ``Completion.head``).
+    ``Completion.head``). The messages, their reassembly and the retry rule are the history
+    clients' (:func:`put_msgs`, :class:`GetReply`, :func:`nack_list`, :func:`try_flags`).
 
     * GET: one ``GET`` to the key's unicast vnode; the ``GET_REPLY`` fragments (matched by
-      ``req``, one ``ts``) reassembled: status OK with the value, NOT_FOUND for ts 0, ERROR
-      for an object larger than a storage reply holds (``oversize``).
-    * PUT: the value's fragments to the key's multicast vnode (the switch copies them to the
-      put set); ``PUT_REPLY``: OK. ``NACK``: the listed fragments re-sent to its source;
-      ``ABORT``: the put tried again with the same ``req`` (NICE's client rule: the retry is
-      recognised, never applied twice), until the engine's timeout ends the request;
-      ``ERROR`` (a node without a view): status ERROR.
+      ``req``, one ``ts``) reassembled: status OK with the value, NOT_FOUND for ts 0. An
+      object larger than a storage reply's value (:data:`netstor.proto.MAX_VALUE`) is
+      answered OK with an empty value and kept for the scheme (:meth:`take_value`).
+    * PUT: the value's fragments (objects up to 1 MB; the engine's request carries no value:
+      the scheme hands it over first, :meth:`stage`) to the key's multicast vnode (the switch
+      copies them to the put set); ``PUT_REPLY``: OK. ``NACK``: the listed fragments re-sent
+      to its source; ``ABORT``: the put tried again with the same ``req`` (NICE's client
+      rule: the retry is recognised, never applied twice), until the engine's timeout ends
+      the request; ``ERROR`` (a node without a view): status ERROR.
+    * **Time-outs**: a try unanswered for ``try_ns`` (a NACK or an ABORT restarts it) is
+      tried again, at most ``retries`` times and only while the engine still waits for the
+      request: a put whole, with the same ``req`` and ``F_RETRY``; a get with a new ``req``
+      and ``F_RETRY`` (the engine's request, and its ``req_id``, are the same). Counted in
+      ``retries``; the engine counts a time-out only when every try failed.
     * Each put's first 4 bytes are replaced by its NICE ``req`` (values of 4 bytes or more):
       every stored value names the put that wrote it.
     * NICE ``req``: ``slot << 24 | counter``. A put's slot is one no other outstanding put of
@@ -567,18 +624,25 @@ class _NiceSocket:
       put older than a committed one of the same thread as done (:func:`.codec.who`), which
       is right when a thread's puts of a key reach every member in order (the history
       clients: one put at a time). Open-loop puts of one key overlap; on FIFO paths they
-      still arrive in order, but a NACK's re-sent fragment or an ABORT's retry can reorder
-      them, so overlapping puts never share a slot. More than 256 outstanding puts of one
-      key: the put is not sent (``slots_full``; it times out). The counter is 24 bits: a run
-      of more than 16,777,215 requests raises ``RuntimeError``."""
+      still arrive in order, but a NACK's re-sent fragment or a retry can reorder them, so
+      overlapping puts never share a slot. More than 256 outstanding puts of one key: the
+      put is not sent (``slots_full``; it times out). The counter is 24 bits: a run of more
+      than 16,777,215 requests (gets' retries included) raises ``RuntimeError``."""
 
-    def __init__(self, sock, ring, mring, port, timeout_ns, stats):
+    def __init__(self, sock, ring, mring, port, timeout_ns, stats, retries=0, try_ns=None):
         self.sock, self.ring, self.mring, self.port = sock, ring, mring, port
         self.timeout_ns, self.stats = timeout_ns, stats
+        self.retries = int(retries)
+        self.try_ns = int(try_ns) if try_ns else timeout_ns // (self.retries + 1)
+        for k in ("retries", "bad_size"):
+            stats.setdefault(k, 0)
         self.local_port = sock.getsockname()[1]
         self.pending = {}                  # NICE req -> _Pending
         self.slots = {}                    # key16 -> {slot: NICE req} (outstanding puts)
         self.ready = collections.deque()
+        self.timers = []                   # heap of (due ns, NICE req): tries to time out
+        self.values = {}                   # engine req_id -> (value, ns): large GET values
+        self.staged = None                 # the next PUT's value (stage)
         self.counter = 0
         self.last_prune = time.monotonic_ns()
 
@@ -592,6 +656,17 @@ class _NiceSocket:
     def close(self):
         self.sock.close()
 
+    def stage(self, value):
+        """The value of the next PUT the engine sends (its storage request carries none: a
+        storage request's value holds at most 1,440 bytes)."""
+        self.staged = bytes(value)
+
+    def take_value(self, sid):
+        """The value of a GET answered OK (engine ``req_id`` ``sid``) that did not fit the
+        storage reply, or None."""
+        got = self.values.pop(sid, None)
+        return None if got is None else got[0]
+
     def _req(self, slot):
         if self.counter >= _COUNTER:
             raise RuntimeError("nice: more than 16,777,215 requests in one run (the NICE req "
@@ -604,15 +679,16 @@ class _NiceSocket:
 
     def sendto(self, data, addr):
         h = Header.unpack(data)
+        value, self.staged = self.staged, None
         now = time.monotonic_ns()
         if now - self.last_prune > self.timeout_ns:
             self._prune(now)
+        self._timeouts(now)
         k16 = load_key(h.key)
         if h.op == Op.GET:
-            req = self._req(0)
-            self.pending[req] = _Pending(h.req_id, Op.GET, h.key, k16, b"", 0, now)
-            return self.sock.sendto(pack(self._head(OP_GET, req), k16),
-                                    (vnode(k16, self.ring), self.port))
+            p = _Pending(h.req_id, Op.GET, h.key, k16, b"", 0, now)
+            self._send_get(self._req(0), p, now)
+            return len(data)
         if h.op != Op.PUT:
             raise ValueError(f"scheme nice sends GET and PUT only, not {Op.name(h.op)}")
         held = self.slots.setdefault(k16, {})
@@ -621,31 +697,71 @@ class _NiceSocket:
             self.stats["slots_full"] += 1
             return len(data)
         req = self._req(slot)
-        value = bytes(h.value)
+        value = bytes(h.value) if value is None else value
         if len(value) >= 4:
             value = struct.pack("!I", req) + value[4:]
         p = self.pending[req] = _Pending(h.req_id, Op.PUT, h.key, k16, value, slot, now)
+        p.req = req
         held[slot] = req
-        self._send_put(req, p, 0)
+        self._send_put(p, now, try_flags(0))
         return len(data)
 
-    def _send_put(self, req, p, flags, only=None):
-        to = (vnode(p.key16, self.mring), self.port)
-        for i, chunk in enumerate(p.frags):
-            if only is None or i in only:
-                self.sock.sendto(pack(self._head(OP_PUT, req, flags=flags, frag=i,
-                                                 nfrag=len(p.frags), size=len(p.value)),
-                                      p.key16, chunk), to)
+    def _arm(self, p, now):
+        p.due = now + self.try_ns
+        heapq.heappush(self.timers, (p.due, p.req))
+
+    def _send_get(self, req, p, now):
+        p.req, p.reply = req, GetReply()
+        self.pending[req] = p
+        self.sock.sendto(pack(self._head(OP_GET, req, flags=try_flags(p.attempt)), p.key16),
+                         (vnode(p.key16, self.ring), self.port))
+        self._arm(p, now)
+
+    def _send_put(self, p, now, flags, only=None, to=None):
+        to = to or (vnode(p.key16, self.mring), self.port)
+        for _, payload in put_msgs(self._head, p.key16, p.value, p.req, flags, only=only,
+                                   frags=p.frags):
+            if only is not None:
+                self.stats["resent"] += 1
+            self.sock.sendto(payload, to)
+        self._arm(p, now)
+
+    def _timeouts(self, now):
+        """Tries whose time is up: :meth:`_retry`."""
+        t = self.timers
+        while t and t[0][0] <= now:
+            due, req = heapq.heappop(t)
+            p = self.pending.get(req)
+            if p is not None and p.req == req and p.due == due:
+                self._retry(p, now)
+
+    def _retry(self, p, now):
+        """The try failed: again (:func:`try_flags`; a put with its ``req``, a get with a
+        new one) while retries are left and the engine still waits for the request."""
+        p.due = None
+        if p.attempt >= self.retries or now >= p.born + self.timeout_ns:
+            return                          # the engine's time-out ends it
+        p.attempt += 1
+        self.stats["retries"] += 1
+        if p.op == Op.GET:
+            del self.pending[p.req]         # a late answer to the old req: "late"
+            self._send_get(self._req(0), p, now)
+        else:
+            self._send_put(p, now, try_flags(p.attempt))
 
     def _prune(self, now):
         """Forget requests the engine has timed out (twice its timeout: late answers are
-        still matched meanwhile, then dropped as foreign)."""
+        still matched meanwhile, then dropped as foreign), and large values the engine never
+        handed to the scheme (their answers came after its time-out)."""
         self.last_prune = now
         for req in [r for r, p in self.pending.items() if now - p.born > 2 * self.timeout_ns]:
             self._done(req)
+        for sid in [s for s, (_, t) in self.values.items() if now - t > 2 * self.timeout_ns]:
+            del self.values[sid]
 
     def _done(self, req):
         p = self.pending.pop(req)
+        p.due = None
         if p.op == Op.PUT:
             held = self.slots.get(p.key16, {})
             held.pop(p.slot, None)
@@ -654,10 +770,14 @@ class _NiceSocket:
         return p
 
     def _reply(self, nh, p, status, value=b"", src=None):
+        if len(value) > MAX_VALUE:
+            self.values[p.sid] = (value, time.monotonic_ns())
+            value = b""
         rep = Header(op=p.op | 0x80, key=p.key, req_id=p.sid, status=status, value=value)
         self.ready.append((nh.pack() + rep.pack(), src))
 
     def recvfrom(self, bufsize):
+        self._timeouts(time.monotonic_ns())
         while not self.ready:
             data, src = self.sock.recvfrom(65535)       # BlockingIOError: nothing more
             self._take(data, src)
@@ -674,39 +794,28 @@ class _NiceSocket:
             self.stats["late" if p is None else "foreign"] += 1
             return
         if p.op == Op.GET and h.op == OP_GET_REPLY:
-            if p.ts is None:
-                p.ts, p.size = h.ts, h.size
-            if h.ts != p.ts or h.nfrag != n_frags(p.size):
-                return                                  # a stale answer's fragment
-            p.got[h.frag] = rest
-            if len(p.got) < h.nfrag:
+            try:
+                got = p.reply.add(h, rest)
+            except ValueError:
+                self.stats["bad_size"] += 1
+                return self._retry(p, time.monotonic_ns())
+            if got is None:
                 return
             self._done(h.req)
             self.stats["by_node"][src[0]] = self.stats["by_node"].get(src[0], 0) + 1
-            if not h.ts:
+            if got[1] is None:
                 return self._reply(h, p, Status.NOT_FOUND, src=src)
-            value = b"".join(p.got[i] for i in range(h.nfrag))
-            if len(value) > MAX_VALUE:
-                self.stats["oversize"] += 1
-                return self._reply(h, p, Status.ERROR, src=src)
-            return self._reply(h, p, Status.OK, value, src)
+            return self._reply(h, p, Status.OK, got[1], src)
         if p.op == Op.PUT and h.op == OP_PUT_REPLY:
             self._done(h.req)
             return self._reply(h, p, Status.OK, src=src)
         if p.op == Op.PUT and h.op == OP_NACK:
             self.stats["nacks"] += 1
-            missing = [struct.unpack_from("!H", rest, i)[0] for i in range(0, len(rest) - 1, 2)]
-            self.stats["resent"] += len(missing)
-            to = (vnode(p.key16, self.mring), self.port)
-            for i in missing:
-                if i < len(p.frags):
-                    self.sock.sendto(pack(self._head(OP_PUT, h.req, flags=F_RESEND, frag=i,
-                                                     nfrag=len(p.frags), size=len(p.value)),
-                                          p.key16, p.frags[i]), src or to)
-            return
+            return self._send_put(p, time.monotonic_ns(), F_RESEND, only=nack_list(rest),
+                                  to=src or None)
         if p.op == Op.PUT and h.op == OP_ABORT:
             self.stats["aborts"] += 1
-            return self._send_put(h.req, p, F_RETRY)
+            return self._send_put(p, time.monotonic_ns(), F_RETRY)
         if h.op == OP_ERROR:
             self.stats["errors"] += 1
             self._done(h.req)
@@ -733,31 +842,44 @@ class NiceLoad(Scheme):
     ``--nice-multicast`` the multicast ring's base, default 10.11.0.0, same length) and the
     NICE port; the key's vnodes come from :func:`.header.vnode` of :func:`load_key`.
     Arrivals, keys (``--keys``, ``--zipf``), the mix (``--write-ratio``: the fraction of
-    PUTs; ``1 - W`` GETs), the object size (``--value-size``, at most 1,440 bytes: a storage
-    reply's value; two NICE fragments above 1,400) and the latency accounting are
-    ``netstor-load``'s. No retries on a timeout (an ABORT is retried: see above).
-    ``--nice-ops``: the result's section lists every finished request (``ops``: op, key,
+    PUTs; ``1 - W`` GETs), the object size (``--value-size``, up to 1 MB, :data:`max_value`:
+    NICE fragments of 1,400 bytes; objects above a storage request's 1,440 bytes pass
+    beside the engine's requests, :meth:`_NiceSocket.stage`, :meth:`_NiceSocket.take_value`)
+    and the latency accounting are ``netstor-load``'s. A try unanswered for
+    ``--nice-try-timeout`` s (default ``--timeout`` / (retries + 1)) is retried, at most
+    ``--nice-retries`` times (default 2), as :class:`_NiceSocket` describes; ``--timeout``
+    bounds the whole request (an ABORT is retried too: see above). ``--nice-ops``: the result's section lists every finished request (``ops``: op, key,
     NICE req, ts, status, value hex of a GET, answering node, send and answer times in ns):
     the evidence a checker takes.
 
     The result's ``nice`` section: ``by_node`` (answers per node address), ``aborts``,
-    ``nacks``, ``resent`` (fragments), ``errors`` (ERROR answers), ``oversize``,
-    ``slots_full``, ``late`` (answers after the request was forgotten), ``foreign``."""
+    ``nacks``, ``resent`` (fragments), ``errors`` (ERROR answers), ``retries`` (tries after a
+    try's time-out), ``bad_size`` (get answers whose fragments did not make their size:
+    retried), ``slots_full``, ``late`` (answers to a forgotten request or to an earlier try
+    of a retried get), ``foreign``."""
     name = "nice"
     help = ("NICE gets (unicast vnode) and puts (multicast vnode) through the switch; "
             "--target = the unicast ring's base address")
     codec = _NiceReplies()
     port = NICE_UDP_PORT
     preload = False
-    options = {"nice_prefix": 16, "nice_multicast": "10.11.0.0", "nice_ops": False}
+    max_value = MAX_OBJECT
+    options = {"nice_prefix": 16, "nice_multicast": "10.11.0.0", "nice_ops": False,
+               "nice_retries": 2, "nice_try_timeout": None}
 
     def __init__(self, n_targets, rng, seed, **options):
         super().__init__(n_targets, rng, seed, **options)
         if n_targets != 1:
             raise ValueError("scheme nice takes one --target: the unicast ring's base address")
         Ring(self.nice_multicast, self.nice_prefix, self.nice_prefix)     # checked here
+        r = self.nice_retries
+        if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= 100:
+            raise ValueError(f"--nice-retries must be an integer in 0..100, got {r!r}")
+        t = self.nice_try_timeout
+        if t is not None and not 0 < t < 1e6:
+            raise ValueError(f"--nice-try-timeout must be > 0 s, got {t!r}")
         self.stats = {"by_node": {}, "aborts": 0, "nacks": 0, "resent": 0, "errors": 0,
-                      "oversize": 0, "slots_full": 0, "late": 0, "foreign": 0}
+                      "retries": 0, "bad_size": 0, "slots_full": 0, "late": 0, "foreign": 0}
         self._sock = None
         self.ops = [] if self.nice_ops else None
 
@@ -769,6 +891,11 @@ class NiceLoad(Scheme):
                        help="nice: the multicast vring's base address (default 10.11.0.0)")
         p.add_argument("--nice-ops", action="store_true",
                        help="nice: list every finished request in the result")
+        p.add_argument("--nice-retries", type=int, default=2, metavar="N",
+                       help="nice: tries after a try's time-out, within --timeout (default 2;"
+                            " a put keeps its req)")
+        p.add_argument("--nice-try-timeout", type=float, default=None, metavar="S",
+                       help="nice: one try's time-out (default --timeout / (retries + 1))")
 
     def _install(self, eng):
         ip, port = eng.targets[0]
@@ -776,17 +903,29 @@ class NiceLoad(Scheme):
         mring = Ring(self.nice_multicast, self.nice_prefix, self.nice_prefix)
         if ring.base == mring.base:
             raise ValueError("scheme nice: the unicast and multicast rings are the same")
+        try_ns = None if self.nice_try_timeout is None else int(self.nice_try_timeout * 1e9)
         self._sock = eng.sock = _NiceSocket(eng.sock, ring, mring, port, eng.timeout_ns,
-                                            self.stats)
+                                            self.stats, self.nice_retries, try_ns)
 
     def send(self, eng, op, key, value, now_ns):
         if self._sock is None or eng.sock is not self._sock:
             self._install(eng)
         if op not in (Op.GET, Op.PUT):
             raise ValueError(f"scheme nice sends GET and PUT only, not {Op.name(op)}")
-        eng.send(op, key, value, target=0, now_ns=now_ns)
+        if op == Op.PUT:
+            self._sock.stage(value)             # the value beside the storage request
+        eng.send(op, key, b"", target=0, now_ns=now_ns)
+
+    def value(self, c):
+        """A finished GET's value (a large one from the translator), or None."""
+        r = c.reply
+        big = self._sock.take_value(c.req_id) if self._sock is not None else None
+        if r is None or c.op != Op.GET:
+            return None
+        return big if big is not None else r.value
 
     def record(self, c):
+        value = self.value(c)
         if self.ops is None:
             return
         r, nh = c.reply, c.head
@@ -794,7 +933,7 @@ class NiceLoad(Scheme):
             "op": Op.NAMES[c.op], "key": c.key,
             "status": None if r is None else Status.NAMES.get(r.status, r.status),
             "req": nh.req if nh is not None else None, "ts": nh.ts if nh is not None else None,
-            "value": r.value.hex() if r is not None and c.op == Op.GET else None,
+            "value": value.hex() if value is not None else None,
             "node": c.src[0] if c.src else None, "sent_ns": c.sent_ns,
             "done_ns": c.done_ns})
 
@@ -805,12 +944,14 @@ class NiceLoad(Scheme):
         return out
 
     def config(self):
-        return {"nice_prefix": self.nice_prefix, "nice_multicast": self.nice_multicast}
+        return {"nice_prefix": self.nice_prefix, "nice_multicast": self.nice_multicast,
+                "nice_retries": self.nice_retries, "nice_try_timeout": self.nice_try_timeout}
 
     @classmethod
     def note(cls, result):
         s = result.get("nice") or {}
-        return f"{len(s.get('by_node', {}))} nodes answered, {s.get('aborts', 0)} aborts"
+        return (f"{len(s.get('by_node', {}))} nodes answered, {s.get('aborts', 0)} aborts, "
+                f"{s.get('retries', 0)} retries")
 
 
 SCHEMES = {"nice": NiceLoad}
