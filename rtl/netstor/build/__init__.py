@@ -18,12 +18,17 @@ from pathlib import Path
 
 def build_core(pipeline=None, *, extra=(), **kw):
     """The core of ``pipeline`` (default: the default bitstream's programs, plus the offloads
-    outside it named in ``extra``, by registry name)."""
-    from netstor.programs import default_pipeline
+    outside it named in ``extra``, by registry name). The ``copies="ports"`` core (a build
+    option) has no payload path: by default it is built without the offloads whose program
+    has a payload element (:func:`netstor.programs.payload_offloads`)."""
+    from netstor.programs import default_pipeline, payload_offloads
     from netstor.gateware.core import NetstorCore
     if pipeline is not None and extra:
         raise ValueError("build_core: give a pipeline or extra offloads, not both")
-    return NetstorCore(pipeline or default_pipeline(extra=extra), **kw)
+    if pipeline is None:
+        drop = payload_offloads(extra) if kw.get("copies") == "ports" else ()
+        pipeline = default_pipeline(extra=extra, exclude=drop)
+    return NetstorCore(pipeline, **kw)
 
 
 @contextlib.contextmanager

@@ -84,3 +84,22 @@ def test_extra_offloads_join_the_core_and_its_schema(tmp_path, monkeypatch, caps
     finally:
         monkeypatch.undo()
         forget()
+
+
+def test_ports_core_leaves_out_payload_offloads():
+    """``build_core(copies="ports")`` (no payload path) is built without the offloads whose
+    program has a payload element; the default (copy-lane) core carries them; a ports core
+    given such a pipeline explicitly is refused."""
+    import pytest
+    from netstor.build import build_core
+    from netstor.programs import default_pipeline, payload_offloads
+    pay = payload_offloads()
+    assert pay == ["xorinc"]
+    ports = build_core(copies="ports")
+    assert "xi" not in {p.name for p in ports.pipeline.programs}
+    assert not any(e.rewrites_payload
+                   for e in ports.pipeline.elements + ports.pipeline.egress_elements)
+    assert {p.name for p in default_pipeline().programs} - \
+        {p.name for p in ports.pipeline.programs} == {"xi"}
+    with pytest.raises(ValueError, match="copy-lane"):
+        build_core(default_pipeline(), copies="ports")

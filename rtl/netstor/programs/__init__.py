@@ -33,3 +33,15 @@ def default_pipeline(n_ports=2, extra=(), exclude=()):
     routed = [p for o, p in zip(offs, progs) if o.routed_by_l3]
     return Pipeline([make_l3(n_ports, also=routed), make_primitives(n_ports), *progs],
                     n_ports=n_ports, guarded=True, mcast_groups=4096)
+
+
+def payload_offloads(extra=()):
+    """Names of the offloads of ``default_pipeline(extra=extra)`` whose program has a payload
+    element (``rewrites_payload``, the GF engine): only the copy-lane core carries them, so
+    the ``copies="ports"`` core is built without them (:func:`netstor.build.build_core`)."""
+    out = []
+    for o in pipeline_offloads(extra):
+        p = o.make_program(2)
+        if any(e.rewrites_payload for e in p.elements + p.egress_elements):
+            out.append(o.name)
+    return out
