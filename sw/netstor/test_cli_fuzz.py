@@ -42,6 +42,8 @@ def files(tmp_path_factory):
     (d / "conf.txt").write_text("x")
     (d / "xi.yaml").write_text('xorinc:\n  clients:\n    a: {ops: [0, 3], '
                                'requester: "127.0.0.1:9"}\n')
+    (d / "xibig.yaml").write_text('xorinc:\n  clients:\n    a: {ops: [63, 65], '
+                                  'requester: "127.0.0.1:9"}\n')
     (d / "out").mkdir()
     return d
 
@@ -175,8 +177,9 @@ def _netstor_cases(f):
         (["xorinc", "notify", str(f / "broken.yaml"), "--once"], 2, "broken.yaml:2"),
         (["xorinc", "notify", str(f / "xi.yaml"), "--interval", "0"], 2, "'0'"),
         (["xorinc", "notify", str(f / "xi.yaml"), "--once"], 2, "give --device TARGET"),
-        (["xorinc", "notify", str(f / "xi.yaml"), "--device", "model", "--once"], 1,
-         "no xi.engine.expired memory"),
+        # the default bitstream's model has XORInc's engine (64 op ids): a range past it
+        (["xorinc", "notify", str(f / "xibig.yaml"), "--device", "model", "--once"], 2,
+         "op ids 63..65 outside 0..63"),
     ]
 
 

@@ -52,11 +52,12 @@ def test_egress_stages_follow_the_ingress_rules():
 
 
 def test_default_pipeline_egress_of_exclusive_programs_share_a_stage():
-    """NetLR's and XORInc's per-copy tables sit beside the primitives' (one 3-cycle stage);
-    XORInc's scale reads what its table writes (its own stage, 0 header-path cycles)."""
-    pl = default_pipeline(extra=("netlr", "xorinc"))
+    """NetLR's, XORInc's and NICE's per-copy tables sit beside the primitives' (one 3-cycle
+    stage); XORInc's scale reads what its table writes (its own stage, 0 header-path
+    cycles)."""
+    pl = default_pipeline()
     got = [[e.qualname for e in st] for st in pl.egress_stages()]
-    assert got == [["prim.copy_tag", "nl.copies", "xi.delta"], ["xi.scale"]]
+    assert got == [["prim.copy_tag", "nl.copies", "xi.delta", "nice.copies"], ["xi.scale"]]
 
 
 def test_grouped_egress_gateware_equals_the_model_run_in_order():

@@ -15,7 +15,7 @@ def test_default_pipeline_elaborates_as_description():
     assert s["tables"]["l3.routes"]["kind"] == "lpm"
     assert s["tables"]["prim.ops"]["ways"] == 4
     assert s["tables"]["prim.copy_tag"]["egress"] is True
-    assert [p["name"] for p in s["programs"]] == ["l3", "prim", "nc", "rs", "nl"]
+    assert [p["name"] for p in s["programs"]] == ["l3", "prim", "nc", "rs", "nl", "xi", "nice"]
     assert s["programs"][1]["hdr_type"] == 1
 
 

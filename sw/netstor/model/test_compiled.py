@@ -873,7 +873,9 @@ class Edge(Traffic):
             [0, 0, 9, 40])), **self.variant()), r.randrange(6)
 
 
-PROGRAMS = [p.name for p in default_pipeline().programs] + ["edge"]
+#: the default programs' generic comparisons (bitmap multicast); XORInc's traffic needs copy
+#: lists and has its own (``test_compiled_equals_interpreter_payload``)
+PROGRAMS = [p.name for p in default_pipeline().programs if p.name != "xi"] + ["edge"]
 TRAFFIC = {"l3": L3, "prim": Prim, "nc": NetClone, "rs": NetRS, "edge": Edge, "xi": XorInc}
 
 
@@ -959,8 +961,11 @@ def test_compiled_equals_interpreter(program, record_property):
           f"{pair.outputs} outputs equal, {wall:.1f} s")
     assert pair.packets == n
     c = pair.totals
-    # the traffic reached what it is meant to reach (so equality is not vacuous)
-    assert pair.outputs > n // 4
+    # the traffic reached what it is meant to reach (so equality is not vacuous); generic
+    # traffic (random headers, unconfigured tables) also meets the other unconfigured
+    # offloads, which trust nothing and drop (NetLR: 24 % of its packets left since XORInc and
+    # NICE joined the default pipeline)
+    assert pair.outputs > (n // 4 if program in TRAFFIC else n // 5)
     assert sum(v for k, v in c.items() if k.startswith("parser.err.")) > n // 100
     assert c[f"in{2 * pair.ref.P}.pkts"] > 0 or program not in RECIRCULATES
     hits = {k: v for k, v in c.items() if k.endswith(".hit") and k.startswith(program + ".")}
@@ -991,7 +996,7 @@ def test_compiled_equals_interpreter_copy_lists(program):
 
 
 def test_compiled_equals_interpreter_payload():
-    """The payload elements (the XORInc program, outside the default bitstream): both
+    """The payload elements (the XORInc program, with copy-list groups): both
     models' outputs, counters and engine memories equal; the engine completed, absorbed,
     refused duplicates and misaligned frames, and timed ops out (so equality is not
     vacuous)."""
@@ -1020,9 +1025,15 @@ def _wrong_add(self, ctx):
 _BinOp_py = _BinOp.py
 
 
-@pytest.mark.parametrize("program,mutation", [("l3", "cmp"), ("rs", "add"), ("prim", "stale"),
-                                              ("nc", "cmp")])
-def test_a_wrong_compiled_model_is_caught(monkeypatch, program, mutation):
+#: (program, mutation, seed). The untruncated sum shows in NetRS once an EWMA sum
+#: (``rs.st0``) or a sample count overflows: within 20,000 packets at seeds 1, 3 and 4 (after
+#: 4,000 / 2,000 / 18,000), not at seed 2 since XORInc and NICE joined the pipeline (the
+#: traffic's random draws changed); the others at seed 2 as before
+MUTANTS = [("l3", "cmp", 2), ("rs", "add", 3), ("prim", "stale", 2), ("nc", "cmp", 2)]
+
+
+@pytest.mark.parametrize("program,mutation,seed", MUTANTS)
+def test_a_wrong_compiled_model_is_caught(monkeypatch, program, mutation, seed):
     """A deliberately wrong generated expression (``<`` as ``<=``, a sum not truncated) or a
     copy of a memory instead of the live list: the comparison fails, and soon."""
     if mutation == "cmp":
@@ -1035,7 +1046,7 @@ def test_a_wrong_compiled_model_is_caught(monkeypatch, program, mutation):
             list(self.model.memory(memory).words), "W_copy_" + memory) if "." in memory
             else real(self, memory))
     with pytest.raises(Mismatch):
-        compare(program, 20_000, seed=2)
+        compare(program, 20_000, seed=seed)
 
 
 def test_live_state_and_source():

@@ -89,11 +89,13 @@ def test_check_scenario_finds_a_wrong_byte():
 @needs_root
 def test_baselines_end_to_end_through_the_model_switch():
     """Conventional repair, repair pipelining, conventional / client / T-Update updates on
-    RS(3, 2), the generic switch forwarding by L3 only: byte-exact, and the transfers the
-    paper counts (2k per repair; 2r + 2 per star/tree update, 2r + 4 when the client reads
-    the old data)."""
+    RS(3, 2), through XORInc's configured switch, whose program only routes the baselines'
+    message types (the default bitstream carries XORInc, and an unconfigured program trusts
+    nothing: the generic unconfigured switch drops every packet on XORInc's port): byte-exact,
+    and the transfers the paper counts (2k per repair; 2r + 2 per star/tree update, 2r + 4
+    when the client reads the old data)."""
     k, r = 3, 2
-    res = run_rack(k, r, xorinc=False, repairs=["conventional", "pipeline"],
+    res = run_rack(k, r, xorinc=True, repairs=["conventional", "pipeline"],
                    updates=["conventional", "tupdate", "client"], length=4096)
     hosts, switch = transfers(res)
     assert hosts == {"read": 2, "repair_conventional": 2 * k, "repair_pipeline": 2 * k,
