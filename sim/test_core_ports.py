@@ -21,8 +21,9 @@ CORE = ["test_identity", "test_l3_mixed_traffic", "test_primitives", "test_trust
         "test_fuzz", "test_host_api"]
 #: the platform's cases and those of the offloads the ports core carries (not those with a
 #: payload element: ``build_core(copies="ports")`` leaves them out)
+_PAYLOAD = set(payload_offloads())
 CASES = [("cocotb_core", c) for c in CORE] + [
-    mc for o in offloads() if o.name not in payload_offloads() for mc in o.cocotb]
+    mc for o in offloads() if o.name not in _PAYLOAD for mc in o.cocotb]
 
 pytestmark = pytest.mark.skipif(os.environ.get("NETSTOR_PORTS") != "1",
                                 reason="the copies='ports' core's own Verilator build: NETSTOR_PORTS=1")

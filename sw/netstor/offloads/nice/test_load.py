@@ -189,6 +189,18 @@ class _LoseFirstAnswer:
         return self.inbox.popleft()
 
 
+def _engine_on_fake(sch, timeout):
+    """The load engine with ``sch`` installed, its socket replaced by a fresh
+    :class:`_LoseFirstAnswer`: ``(engine, fake)``."""
+    from netstor.agent.client import Engine
+    eng = Engine([("10.10.0.0", 7470)], timeout=timeout, codec=sch.codec)
+    fake = _LoseFirstAnswer()
+    sch._install(eng)
+    eng.sock.sock.close()
+    eng.sock.sock = fake
+    return eng, fake
+
+
 @pytest.mark.parametrize("size", [64 * 1024, MAX_OBJECT])
 def test_a_lost_answer_is_retried_with_the_same_req(size):
     """No namespaces: the engine and ``NiceLoad`` with the translator's socket over a fake put
@@ -201,16 +213,11 @@ def test_a_lost_answer_is_retried_with_the_same_req(size):
     put's req)."""
     import random
 
-    from netstor.agent.client import Engine
     value = random.Random(5).randbytes(size)
     sch = NiceLoad(1, random.Random(1), 1, nice_ops=True, nice_retries=2,
                    nice_try_timeout=0.1)
-    eng = Engine([("10.10.0.0", 7470)], timeout=2.0, codec=sch.codec)
-    fake = _LoseFirstAnswer()
+    eng, fake = _engine_on_fake(sch, 2.0)
     try:
-        sch._install(eng)
-        eng.sock.sock.close()
-        eng.sock.sock = fake
         done = []
         for op in (Op.PUT, Op.GET):
             t0 = time.monotonic()
@@ -250,14 +257,9 @@ def test_without_retries_a_lost_answer_is_a_timeout():
     re-sent."""
     import random
 
-    from netstor.agent.client import Engine
     sch = NiceLoad(1, random.Random(1), 1, nice_retries=0)
-    eng = Engine([("10.10.0.0", 7470)], timeout=0.3, codec=sch.codec)
-    fake = _LoseFirstAnswer()
+    eng, fake = _engine_on_fake(sch, 0.3)
     try:
-        sch._install(eng)
-        eng.sock.sock.close()
-        eng.sock.sock = fake
         sch.send(eng, Op.PUT, 3, b"x" * 3000, None)
         t0, got = time.monotonic(), []
         while not got and time.monotonic() - t0 < 2:
